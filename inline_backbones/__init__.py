@@ -1,0 +1,1 @@
+"""InLine attention backbones for OpenMMLab 2.0."""
