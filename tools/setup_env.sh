@@ -44,7 +44,7 @@ if ! ls "$WHEEL_DIR"/mmcv-*.whl >/dev/null 2>&1; then
   echo "[setup] building mmcv $MMCV_VERSION ($FLAVOUR) from source into $WHEEL_DIR (about 10 min on 2 cores)"
   "${PIP[@]}" install -q "$(pin mmengine)" ninja psutil
   BUILD="$(mktemp -d)"
-  "${PIP[@]}" download -q --no-deps --no-binary :all: -d "$BUILD" "mmcv==$MMCV_VERSION"
+  "${PIP[@]}" download -q --no-deps --no-build-isolation --no-binary :all: -d "$BUILD" "mmcv==$MMCV_VERSION"
   tar -xzf "$BUILD"/mmcv-$MMCV_VERSION.tar.gz -C "$BUILD"
   SRC="$BUILD/mmcv-$MMCV_VERSION"
   # torch 2.14 headers need C++20; mmcv passes -std=c++17 after torch's flags, so CXXFLAGS cannot override it.

@@ -1,0 +1,126 @@
+"""Safe loading of released InLine-Swin checkpoints and of mmengine Runner checkpoints.
+
+Everything goes through ``torch.load(..., weights_only=True)``; nothing turns the protection off.
+
+* Released ImageNet checkpoints are ``{'model': state_dict, 'optimizer', 'lr_scheduler', 'max_accuracy',
+  'epoch', 'config'}`` with ``config`` a yacs ``CfgNode``. Unpickling it under ``weights_only`` would need
+  yacs and an allow-list entry for its class; instead, only while such a file is read, the name
+  ``yacs.config.CfgNode`` is allow-listed as :class:`ReleasedConfig`, which builds an ``OrderedDict``
+  (a CfgNode is a dict of plain values), so yacs need not be installed and no code from the file runs.
+* mmengine's Runner saves ``HistoryBuffer`` objects and numpy arrays/scalars in ``message_hub``; mmengine
+  0.10.7 calls ``torch.load`` without ``weights_only``, which torch >= 2.6 treats as ``True``, so
+  ``load_from``, ``--resume`` and testing fail. :func:`allow_mmengine_checkpoints` allow-lists exactly
+  those classes (called when the package is imported, i.e. through ``custom_imports``).
+"""
+import os.path as osp
+import pickle
+from collections import OrderedDict
+
+import numpy as np
+import torch
+
+
+class CheckpointMismatchError(RuntimeError):
+    """A checkpoint whose keys or shapes do not fit the model (the message lists them)."""
+
+
+class ReleasedConfig:
+    """Stand-in for the yacs ``CfgNode`` of released checkpoints: unpickles as an ``OrderedDict``.
+
+    torch's safe unpickler only fills plain dicts and OrderedDicts and sets attributes on OrderedDicts,
+    so ``__new__`` returns one; the CfgNode's flags (``__immutable__`` ...) end up as its attributes.
+    """
+
+    def __new__(cls, *args, **kwargs):
+        return OrderedDict()
+
+
+def _history_buffer_statistic(owner, name):
+    """Stands in for ``builtins.getattr`` in checkpoints: mmengine pickles ``HistoryBuffer``'s registered
+    statistics methods as ``getattr(HistoryBuffer, 'min')`` etc. Nothing else may be looked up."""
+    from mmengine.logging import HistoryBuffer
+
+    # An instance registers the default statistics (min, max, current, mean) in the class-level table.
+    if owner is HistoryBuffer and name in HistoryBuffer()._statistics_methods:
+        return getattr(owner, name)
+    raise pickle.UnpicklingError(f'checkpoint asks for getattr({owner!r}, {name!r}); only HistoryBuffer '
+                                 f'statistics methods are allowed')
+
+
+def allow_mmengine_checkpoints():
+    """Allow-list exactly the non-tensor objects that mmengine's Runner puts into checkpoints."""
+    from mmengine.logging import HistoryBuffer
+
+    torch.serialization.add_safe_globals([
+        HistoryBuffer,
+        (_history_buffer_statistic, 'builtins.getattr'),
+        np.ndarray,
+        np.dtype,
+        np._core.multiarray._reconstruct,
+        np._core.multiarray.scalar,
+    ])
+
+
+def load_checkpoint_file(path):
+    """Load a checkpoint file safely (``weights_only=True``); clear errors for a missing/bad file."""
+    path = osp.expanduser(str(path))
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'checkpoint file not found: {path!r} (set the path to a downloaded '
+                                f'InLine-Swin checkpoint, e.g. inline_swin_t.pth)')
+    with torch.serialization.safe_globals([(ReleasedConfig, 'yacs.config.CfgNode')]):
+        try:
+            return torch.load(path, map_location='cpu', weights_only=True)
+        except Exception as err:  # noqa: BLE001 - re-raised with the file named
+            raise RuntimeError(f'cannot load checkpoint {path!r} safely (weights_only=True): {err}') from err
+
+
+def extract_state_dict(checkpoint, prefix=None):
+    """The model state dict of a released (``model``), mmengine (``state_dict``) or bare checkpoint.
+
+    ``prefix`` (e.g. ``'backbone.'`` for a detector or segmentor checkpoint) selects and strips keys.
+    """
+    if not isinstance(checkpoint, dict):
+        raise TypeError(f'checkpoint is a {type(checkpoint).__name__}, expected a dict')
+    for key in ('model', 'state_dict'):
+        if key in checkpoint and isinstance(checkpoint[key], dict):
+            checkpoint = checkpoint[key]
+            break
+    state_dict = {k[len('module.'):] if k.startswith('module.') else k: v for k, v in checkpoint.items()}
+    if prefix:
+        state_dict = {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)}
+        if not state_dict:
+            raise KeyError(f'no key of the checkpoint starts with prefix {prefix!r}')
+    non_tensor = [k for k, v in state_dict.items() if not isinstance(v, torch.Tensor)]
+    if non_tensor:
+        raise TypeError(f'checkpoint entries are not tensors: {non_tensor[:10]}; is this a model state dict?')
+    return state_dict
+
+
+def _is_dropped(key):
+    """Keys of the ImageNet model that the backbone drops on purpose: classifier, final norm, buffers."""
+    return (key.startswith(('head.', 'norm.')) or key.endswith(('.relative_position_index', '.attn_mask')))
+
+
+def load_pretrained(model, path, prefix=None, optional_prefixes=('norm0.', 'norm1.', 'norm2.', 'norm3.')):
+    """Load ``path`` into ``model`` strictly: every parameter other than the output norms must come
+    from the file, with the right shape, and the file must hold nothing else than the dropped keys.
+
+    Raises :class:`CheckpointMismatchError` naming the offending keys; returns the keys loaded.
+    """
+    state_dict = {k: v for k, v in extract_state_dict(load_checkpoint_file(path), prefix).items()
+                  if not _is_dropped(k)}
+    own = model.state_dict()
+    missing = [k for k in own if k not in state_dict and not k.startswith(optional_prefixes)]
+    unexpected = [k for k in state_dict if k not in own]
+    mismatched = [f'{k}: checkpoint {tuple(state_dict[k].shape)} vs model {tuple(own[k].shape)}'
+                  for k in state_dict if k in own and state_dict[k].shape != own[k].shape]
+    if missing or unexpected or mismatched:
+        lines = [f'checkpoint {path!r} does not fit {type(model).__name__} '
+                 f'(check arch, attn_type and that this is an InLine-Swin checkpoint):']
+        for title, keys in (('missing in checkpoint', missing), ('unexpected in checkpoint', unexpected),
+                            ('shape mismatch', mismatched)):
+            if keys:
+                lines.append(f'  {title} ({len(keys)}): ' + ', '.join(keys[:20]) + (' ...' if len(keys) > 20 else ''))
+        raise CheckpointMismatchError('\n'.join(lines))
+    model.load_state_dict(state_dict, strict=False)
+    return sorted(state_dict)

@@ -1,0 +1,6 @@
+from .inline_attention import InLineAttention
+from .inline_swin import InLineSwinTransformer
+from .layout import parse_attn_layout
+from .window_attention import WindowAttention
+
+__all__ = ['InLineAttention', 'InLineSwinTransformer', 'WindowAttention', 'parse_attn_layout']

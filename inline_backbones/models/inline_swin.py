@@ -1,0 +1,171 @@
+"""InLine-Swin Transformer backbone for mmdet 3.x and mmseg 1.x."""
+import copy
+
+import torch
+from mmengine.model import BaseModule
+from mmengine.model.weight_init import trunc_normal_
+from torch import nn
+from torch.nn.modules.batchnorm import _BatchNorm
+
+from ..checkpoint import load_pretrained
+from ..registry import MODELS
+from .blocks import InLineSwinStage, PatchEmbed
+from .layout import parse_attn_layout
+
+
+@MODELS.register_module()
+class InLineSwinTransformer(BaseModule):
+    """InLine-Swin Transformer (Han et al., "Bridging the Divide: Reconsidering Softmax and Linear
+    Attention", NeurIPS 2024) as a dense-prediction backbone.
+
+    Swin's four-stage hierarchy where each stage uses InLine attention (global over the whole feature map
+    of each image, linear in the number of tokens) or Swin's shifted-window softmax attention, as set by
+    the layout ``attn_type`` (see :func:`parse_attn_layout`). Any input size works: patch embedding and
+    patch merging pad odd sizes, window attention pads to window multiples.
+
+    Args:
+        arch (str | dict): ``'tiny'``, ``'small'``, ``'base'`` (the released models) or a dict with
+            ``embed_dims``, ``depths``, ``num_heads`` and optionally ``attn_type``.
+        attn_type (str, optional): Layout string overriding the preset's, e.g. ``'IIIS'``.
+        kernel_func (str): InLine kernel on q and k: ``identity`` | ``relu`` | ``leakyrelu`` | ``exp``.
+        in_channels (int): Input channels. Defaults to 3.
+        patch_size (int): Patch embedding stride. Defaults to 4.
+        window_size (int): Window of the softmax blocks. Defaults to 7.
+        mlp_ratio (float): MLP hidden ratio. Defaults to 4.
+        qkv_bias (bool): Bias in ``qkv``. Defaults to True.
+        drop_rate (float): Dropout after patch embedding, in MLPs and after attention projections.
+        attn_drop_rate (float): Dropout on softmax attention weights.
+        drop_path_rate (float): Stochastic depth, linearly increasing over all blocks. Defaults to 0.1.
+        out_indices (Sequence[int]): Stages whose outputs are returned, each through ``norm{i}``.
+        frozen_stages (int): Freeze the patch embedding (>= 0) and the first ``frozen_stages`` stages
+            (with their output norms). -1 freezes nothing.
+        norm_eval (bool): Keep normalization layers in eval mode during training (LayerNorm has no
+            running statistics, so this only matters for BatchNorm layers a subclass adds).
+        with_cp (bool): Gradient checkpointing of every block (saves memory, same results).
+        init_cfg (dict, optional): ``dict(type='Pretrained', checkpoint=PATH[, prefix='backbone.'])``
+            loads a released ImageNet checkpoint (or a detector/segmentor one with ``prefix``) strictly:
+            see :func:`inline_backbones.checkpoint.load_pretrained`.
+    """
+
+    arch_zoo = {
+        'tiny': dict(embed_dims=96, depths=[2, 2, 6, 2], num_heads=[3, 6, 12, 24], attn_type='IIIS'),
+        'small': dict(embed_dims=96, depths=[2, 2, 18, 2], num_heads=[3, 6, 12, 24], attn_type='IISS'),
+        'base': dict(embed_dims=128, depths=[2, 2, 18, 2], num_heads=[4, 8, 16, 32], attn_type='IIMS2'),
+    }
+
+    def __init__(self, arch='tiny', attn_type=None, kernel_func='identity', in_channels=3, patch_size=4,
+                 window_size=7, mlp_ratio=4., qkv_bias=True, drop_rate=0., attn_drop_rate=0.,
+                 drop_path_rate=0.1, out_indices=(0, 1, 2, 3), frozen_stages=-1, norm_eval=False,
+                 with_cp=False, init_cfg=None):
+        super().__init__(init_cfg=init_cfg)
+        arch = self._resolve_arch(arch)
+        attn_type = arch.get('attn_type') if attn_type is None else attn_type
+        if attn_type is None:
+            raise ValueError('a custom arch needs an attention layout: give attn_type, e.g. "IIIS"')
+        depths, num_heads = arch['depths'], arch['num_heads']
+        layout = parse_attn_layout(attn_type, depths)
+        num_stages = len(depths)
+        out_indices = tuple(out_indices)
+        if not out_indices or any(not 0 <= i < num_stages for i in out_indices):
+            raise ValueError(f'out_indices {out_indices} must be non-empty and within [0, {num_stages - 1}]')
+        if not -1 <= frozen_stages <= num_stages:
+            raise ValueError(f'frozen_stages must be in [-1, {num_stages}], got {frozen_stages}')
+
+        self.arch = arch
+        self.attn_type = attn_type
+        self.out_indices = out_indices
+        self.frozen_stages = frozen_stages
+        self.norm_eval = norm_eval
+        self.min_input_size = patch_size * 2 ** (num_stages - 1)
+
+        self.patch_embed = PatchEmbed(in_channels, arch['embed_dims'], patch_size)
+        self.drop_after_pos = nn.Dropout(drop_rate)
+        dpr = torch.linspace(0, drop_path_rate, sum(depths)).tolist()
+        self.layers = nn.ModuleList()
+        self.num_features = []
+        dims = arch['embed_dims']
+        for i, depth in enumerate(depths):
+            self.layers.append(InLineSwinStage(
+                dims, num_heads[i], layout[i], window_size=window_size, mlp_ratio=mlp_ratio,
+                qkv_bias=qkv_bias, kernel_func=kernel_func, drop_rate=drop_rate,
+                attn_drop_rate=attn_drop_rate, drop_path_rates=dpr[sum(depths[:i]):sum(depths[:i + 1])],
+                downsample=i < num_stages - 1, with_cp=with_cp))
+            self.num_features.append(dims)
+            dims *= 2
+        for i in out_indices:
+            self.add_module(f'norm{i}', nn.LayerNorm(self.num_features[i]))
+        self._freeze_stages()
+
+    @classmethod
+    def _resolve_arch(cls, arch):
+        if isinstance(arch, str):
+            if arch not in cls.arch_zoo:
+                raise ValueError(f'unknown arch {arch!r}; choose one of {sorted(cls.arch_zoo)} or pass a dict')
+            return copy.deepcopy(cls.arch_zoo[arch])
+        if isinstance(arch, dict):
+            missing = {'embed_dims', 'depths', 'num_heads'} - set(arch)
+            if missing:
+                raise ValueError(f'custom arch dict lacks {sorted(missing)}')
+            if len(arch['depths']) != len(arch['num_heads']):
+                raise ValueError(f"arch depths {arch['depths']} and num_heads {arch['num_heads']} differ in length")
+            return copy.deepcopy(dict(arch))
+        raise TypeError(f'arch must be a str or a dict, got {type(arch).__name__}')
+
+    def init_weights(self):
+        """Truncated-normal init from scratch, or a strict load of ``init_cfg`` type ``Pretrained``."""
+        if self.init_cfg is not None and self.init_cfg.get('type') == 'Pretrained':
+            load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix'))
+            self._is_init = True
+            return
+        if self.init_cfg is not None:
+            super().init_weights()
+            return
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                trunc_normal_(m.weight, std=.02)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+            elif isinstance(m, nn.LayerNorm):
+                nn.init.ones_(m.weight)
+                nn.init.zeros_(m.bias)
+        for name, p in self.named_parameters():
+            if name.endswith('relative_position_bias_table'):
+                trunc_normal_(p, std=.02)
+        self._is_init = True
+
+    def _freeze_stages(self):
+        if self.frozen_stages >= 0:
+            self.patch_embed.eval()
+            for p in self.patch_embed.parameters():
+                p.requires_grad = False
+        for i in range(self.frozen_stages):
+            modules = [self.layers[i]] + ([getattr(self, f'norm{i}')] if i in self.out_indices else [])
+            for m in modules:
+                m.eval()
+                for p in m.parameters():
+                    p.requires_grad = False
+
+    def train(self, mode=True):
+        super().train(mode)
+        self._freeze_stages()
+        if mode and self.norm_eval:
+            for m in self.modules():
+                if isinstance(m, (_BatchNorm, nn.LayerNorm, nn.GroupNorm)):
+                    m.eval()
+        return self
+
+    def forward(self, x):
+        """(B, C_in, H, W) -> tuple of NCHW maps of the ``out_indices`` stages (strides 4, 8, 16, 32)."""
+        H, W = x.shape[-2:]
+        if min(H, W) < self.min_input_size:
+            raise ValueError(f'input of {H}x{W} pixels is too small for {type(self).__name__}: each side '
+                             f'must be at least {self.min_input_size} (the stride of the last stage)')
+        x, hw_shape = self.patch_embed(x)
+        x = self.drop_after_pos(x)
+        outs = []
+        for i, stage in enumerate(self.layers):
+            x, hw_shape, out, out_shape = stage(x, hw_shape)
+            if i in self.out_indices:
+                out = getattr(self, f'norm{i}')(out)
+                outs.append(out.view(-1, *out_shape, self.num_features[i]).permute(0, 3, 1, 2).contiguous())
+        return tuple(outs)

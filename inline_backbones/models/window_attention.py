@@ -1,0 +1,109 @@
+"""Swin's (shifted) window softmax attention with relative position bias, for any H x W.
+
+Windows of ``window_size`` x ``window_size`` tokens; the map is zero-padded on the bottom/right to a
+window multiple and, for shifted blocks, rolled by ``-shift`` with a mask (built for the padded size)
+that stops attention across the wrap-around seams, exactly as in Swin.
+"""
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+MASK_VALUE = -100.0
+
+
+def relative_position_index(window_size):
+    """(ws*ws, ws*ws) index into the (2ws-1)^2 bias table, Swin's ordering."""
+    coords = torch.stack(torch.meshgrid(torch.arange(window_size), torch.arange(window_size), indexing='ij'))
+    coords = coords.flatten(1)
+    rel = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0) + (window_size - 1)
+    return rel[..., 0] * (2 * window_size - 1) + rel[..., 1]
+
+
+def window_partition(x, window_size):
+    """(B, Hp, Wp, C) -> (B, nW, ws*ws, C)."""
+    B, Hp, Wp, C = x.shape
+    x = x.view(B, Hp // window_size, window_size, Wp // window_size, window_size, C)
+    return x.permute(0, 1, 3, 2, 4, 5).reshape(B, -1, window_size * window_size, C)
+
+
+def window_reverse(windows, hw_padded, window_size):
+    """(B, nW, ws*ws, C) -> (B, Hp, Wp, C)."""
+    Hp, Wp = hw_padded
+    B, _, _, C = windows.shape
+    x = windows.view(B, Hp // window_size, Wp // window_size, window_size, window_size, C)
+    return x.permute(0, 1, 3, 2, 4, 5).reshape(B, Hp, Wp, C)
+
+
+def shift_attention_mask(hw_padded, window_size, shift_size, device=None):
+    """(nW, ws*ws, ws*ws) additive mask (0 or -100) for a map rolled by ``-shift_size``."""
+    Hp, Wp = hw_padded
+    img = torch.zeros(1, Hp, Wp, 1, device=device)
+    slices = (slice(0, -window_size), slice(-window_size, -shift_size), slice(-shift_size, None))
+    region = 0
+    for hs in slices:
+        for ws in slices:
+            img[:, hs, ws, :] = region
+            region += 1
+    ids = window_partition(img, window_size).squeeze(-1)[0]                # (nW, ws*ws)
+    mask = ids[:, None, :] - ids[:, :, None]
+    return mask.ne(0).float() * MASK_VALUE
+
+
+class WindowAttention(nn.Module):
+    """Multi-head softmax attention inside (shifted) windows with a relative position bias.
+
+    Args:
+        embed_dims (int): Channels C.
+        num_heads (int): Heads.
+        window_size (int): Window side. Defaults to 7.
+        qkv_bias (bool): Bias of ``qkv``. Defaults to True.
+        attn_drop_rate (float): Dropout on attention weights.
+        proj_drop_rate (float): Dropout after ``proj``.
+    """
+
+    def __init__(self, embed_dims, num_heads, window_size=7, qkv_bias=True, attn_drop_rate=0.,
+                 proj_drop_rate=0.):
+        super().__init__()
+        if embed_dims % num_heads:
+            raise ValueError(f'embed_dims {embed_dims} is not divisible by num_heads {num_heads}')
+        self.embed_dims = embed_dims
+        self.num_heads = num_heads
+        self.window_size = window_size
+        self.relative_position_bias_table = nn.Parameter(
+            torch.zeros((2 * window_size - 1) ** 2, num_heads))
+        self.register_buffer('relative_position_index', relative_position_index(window_size), persistent=False)
+        self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
+        self.attn_drop_rate = attn_drop_rate
+        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.proj_drop = nn.Dropout(proj_drop_rate)
+
+    def forward(self, x, hw_shape, shift_size=0, mask=None):
+        """x: (B, N, C) over ``hw_shape``; ``mask``: the shift mask for the padded size when shifted."""
+        B, N, C = x.shape
+        H, W = hw_shape
+        ws, h = self.window_size, self.num_heads
+        x = x.view(B, H, W, C)
+        pad_b, pad_r = (-H) % ws, (-W) % ws
+        if pad_b or pad_r:
+            x = F.pad(x, (0, 0, 0, pad_r, 0, pad_b))
+        Hp, Wp = H + pad_b, W + pad_r
+        if shift_size:
+            x = torch.roll(x, shifts=(-shift_size, -shift_size), dims=(1, 2))
+
+        windows = window_partition(x, ws)                                          # (B, nW, L, C)
+        nW, L = windows.shape[1:3]
+        q, k, v = self.qkv(windows).view(B, nW, L, 3, h, C // h).permute(3, 0, 1, 4, 2, 5).unbind(0)
+        bias = self.relative_position_bias_table[self.relative_position_index.view(-1)]
+        bias = bias.view(L, L, h).permute(2, 0, 1)                                 # (h, L, L)
+        bias = bias + mask.unsqueeze(1) if shift_size else bias.unsqueeze(0)      # (nW|1, h, L, L)
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=bias.to(q.dtype), dropout_p=self.attn_drop_rate if self.training else 0.)
+        out = self.proj_drop(self.proj(out.transpose(2, 3).reshape(B, nW, L, C)))
+
+        x = window_reverse(out, (Hp, Wp), ws)
+        if shift_size:
+            x = torch.roll(x, shifts=(shift_size, shift_size), dims=(1, 2))
+        return x[:, :H, :W].reshape(B, N, C)
+
+    def extra_repr(self):
+        return f'embed_dims={self.embed_dims}, num_heads={self.num_heads}, window_size={self.window_size}'
