@@ -58,6 +58,9 @@ def allow_mmengine_checkpoints():
         np.dtype,
         np._core.multiarray._reconstruct,
         np._core.multiarray.scalar,
+        # Unpickling a dtype BUILDs an instance of its class (numpy.dtypes.Float64DType, ...).
+        *{type(np.dtype(t)) for t in ('bool', 'int8', 'int16', 'int32', 'int64', 'uint8', 'uint16',
+                                       'uint32', 'uint64', 'float16', 'float32', 'float64')},
     ])
 
 
