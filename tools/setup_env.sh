@@ -17,6 +17,9 @@ PY="${PYTHON:-python3}"
 MMCV_VERSION=2.1.0
 STAMP="$VENV/.inline_setup_done"
 
+# pip, minus the warnings about local index folders that some machines' pip.conf names but lack.
+pip_quiet() { "$@" 2>&1 | grep -v 'is ignored: it is neither a file nor a directory'; return "${PIPESTATUS[0]}"; }
+
 req_hash() { cat "$ROOT/requirements.txt" "$ROOT/requirements-test.txt" "$ROOT/tools/setup_env.sh" | sha1sum | cut -c1-12; }
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(req_hash)" ]; then
@@ -25,8 +28,8 @@ if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(req_hash)" ]; then
 fi
 
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
-"${PIP[@]}" install -q --upgrade "pip>=24" "setuptools>=77.0.3,<82" wheel
+PIP=(pip_quiet "$VENV/bin/python" -m pip --disable-pip-version-check)
+"${PIP[@]}" install -q --upgrade "pip>=24" "setuptools>=77.0.3,<81" wheel
 
 pin() { grep -E "^$1==" "$ROOT/requirements.txt"; }
 echo "[setup] torch / torchvision"
@@ -51,8 +54,14 @@ if ! ls "$WHEEL_DIR"/mmcv-*.whl >/dev/null 2>&1; then
   sed -i 's/-std=c++17/-std=c++20/g' "$SRC/setup.py"
   grep -q -- '-std=c++20' "$SRC/setup.py" || { echo "[setup] could not patch mmcv setup.py for C++20" >&2; exit 1; }
   if [ "$FLAVOUR" = cpu ]; then export FORCE_CUDA=0; else export FORCE_CUDA=1; fi
-  mkdir -p "$WHEEL_DIR"
-  (cd "$SRC" && MMCV_WITH_OPS=1 MAX_JOBS="${MAX_JOBS:-$(nproc)}" "${PIP[@]}" wheel -q --no-build-isolation --no-deps -w "$WHEEL_DIR" .)
+  mkdir -p "$WHEEL_DIR" "$CACHE"
+  LOG="$CACHE/mmcv-build.log"
+  if ! (cd "$SRC" && MMCV_WITH_OPS=1 MAX_JOBS="${MAX_JOBS:-$(nproc)}" \
+        "${PIP[@]}" wheel --no-build-isolation --no-deps -w "$WHEEL_DIR" .) > "$LOG" 2>&1; then
+    tail -n 40 "$LOG" >&2
+    echo "[setup] mmcv build failed; full log: $LOG" >&2
+    exit 1
+  fi
   rm -rf "$BUILD"
 fi
 echo "[setup] mmcv from $WHEEL_DIR"
@@ -63,7 +72,7 @@ grep -vE '^(openmim|torch|torchvision|mmcv)==' "$ROOT/requirements.txt" > "$VENV
 "${PIP[@]}" install -q -r "$VENV/.req-rest.txt" -r "$ROOT/requirements-test.txt" "$(pin torch)" "$(pin torchvision)" "mmcv==$MMCV_VERSION"
 # openmim's opendatalab dependency pins setuptools 60 and downgrades torch: install it alone.
 "${PIP[@]}" install -q --no-deps "$(pin openmim)"
-"${PIP[@]}" install -q --no-deps -e "$ROOT"
+"${PIP[@]}" install -q --no-deps --no-build-isolation -e "$ROOT"
 
 "$VENV/bin/python" - <<'PY'
 import torch, mmcv, mmengine, mmdet, mmseg

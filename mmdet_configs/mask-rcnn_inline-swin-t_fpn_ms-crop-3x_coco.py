@@ -1,0 +1,21 @@
+# Mask R-CNN + FPN with InLine-Swin-T, 3x schedule (36 epochs, steps 27/33), multi-scale + DETR-style
+# random-crop training, AdamW lr 1e-4 wd 0.05 (no decay on norms / relative position bias tables),
+# 8 GPUs x 2 images. Inherits mmdet's own Swin-T recipe and replaces only the backbone.
+_base_ = 'mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_ms-crop-3x_coco.py'
+
+custom_imports = dict(imports=['inline_backbones'], allow_failed_imports=False)
+
+# Released ImageNet-1k InLine-Swin-T checkpoint, relative to the working directory; override with
+# --cfg-options model.backbone.init_cfg.checkpoint=/path/to/inline_swin_t.pth
+pretrained = 'checkpoints/inline_swin_t.pth'
+
+model = dict(
+    backbone=dict(
+        _delete_=True,
+        type='inline_backbones.InLineSwinTransformer',
+        arch='tiny',
+        drop_path_rate=0.2,
+        out_indices=(0, 1, 2, 3),
+        with_cp=False,
+        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
+    neck=dict(in_channels=[96, 192, 384, 768]))
