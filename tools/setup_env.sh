@@ -18,7 +18,7 @@ MMCV_VERSION=2.1.0
 STAMP="$VENV/.inline_setup_done"
 
 # pip, minus the warnings about local index folders that some machines' pip.conf names but lack.
-pip_quiet() { "$@" 2>&1 | grep -v 'is ignored: it is neither a file nor a directory'; return "${PIPESTATUS[0]}"; }
+pip_quiet() { "$@" 2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2); }
 
 req_hash() { cat "$ROOT/requirements.txt" "$ROOT/requirements-test.txt" "$ROOT/tools/setup_env.sh" | sha1sum | cut -c1-12; }
 
