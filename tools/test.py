@@ -1,0 +1,9 @@
+"""``python tools/test.py CONFIG [...]``: mmdet's or mmseg's own test tool, picked from the config.
+
+Same options as ``mim test mmdet|mmseg CONFIG``; for several GPUs or processes use torchrun, e.g.
+``torchrun --nproc_per_node=8 tools/test.py CONFIG --launcher pytorch`` (see README).
+"""
+from _task_tools import run_task_tool
+
+if __name__ == '__main__':
+    run_task_tool('test')

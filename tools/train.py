@@ -1,0 +1,9 @@
+"""``python tools/train.py CONFIG [...]``: mmdet's or mmseg's own train tool, picked from the config.
+
+Same options as ``mim train mmdet|mmseg CONFIG``; for several GPUs or processes use torchrun, e.g.
+``torchrun --nproc_per_node=8 tools/train.py CONFIG --launcher pytorch`` (see README).
+"""
+from _task_tools import run_task_tool
+
+if __name__ == '__main__':
+    run_task_tool('train')
