@@ -4,13 +4,16 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test
+.PHONY: setup demo fullsize-demo test
 
 setup:
 	VENV=$(VENV) bash tools/setup_env.sh
 
 demo: setup
-	$(PY) tools/demo.py
+	$(PY) tools/run_embedded.py
+
+fullsize-demo: setup
+	$(PY) tools/fullsize_demo.py
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -11,7 +11,7 @@ metainfo = dict(classes=classes, palette=[(220, 60, 60), (60, 200, 60), (60, 90,
 num_classes = len(classes)
 data_root = 'data/shapes/'
 image_size = (256, 256)
-max_iters = 1000
+max_iters = 800
 
 model = dict(
     backbone=dict(

@@ -5,7 +5,7 @@ No weights can be downloaded here, so the backbones are randomly initialised (``
 point is that the full models build, run at detection/segmentation resolution and return well-formed
 results. Writes the input and both visualisations to ``--out-dir``.
 
-    python tools/demo.py [--out-dir outputs/demo] [--device cpu]
+    python tools/fullsize_demo.py [--out-dir outputs/fullsize_demo] [--device cpu]
 """
 import argparse
 import os
@@ -91,7 +91,7 @@ def run_segmentor(img, device, out_dir):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--out-dir', default=osp.join(ROOT, 'outputs', 'demo'))
+    parser.add_argument('--out-dir', default=osp.join(ROOT, "outputs", "fullsize_demo"))
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
     args = parser.parse_args()
     os.makedirs(args.out_dir, exist_ok=True)

@@ -1,0 +1,7 @@
+# UperNet with InLine-Swin-S: the InLine-Swin-T recipe (160k iterations, 512x512 ADE20K crops) with the small backbone.
+_base_ = './inline-swin-tiny-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py'
+
+pretrained = 'checkpoints/inline_swin_s.pth'  # released ImageNet-1k checkpoint (see README)
+
+model = dict(
+    backbone=dict(arch='small', drop_path_rate=0.3, init_cfg=dict(type='Pretrained', checkpoint=pretrained)))

@@ -1,0 +1,30 @@
+"""mmengine's FLOP analysis (with our handles) counts InLine attention exactly as a hand count."""
+import pytest
+import torch
+
+from inline_backbones import InLineAttention, WindowAttention
+from inline_backbones.analysis import flop_analyzer
+
+
+@pytest.mark.parametrize('hw, C, h', [((16, 16), 96, 3), ((7, 13), 64, 4), ((32, 20), 128, 8)])
+def test_inline_attention_flops_match_hand_count(hw, C, h):
+    N, d = hw[0] * hw[1], C // h
+    analyzer = flop_analyzer(InLineAttention(C, h), (torch.randn(2, N, C), hw))
+    per_image = {
+        'qkv + proj': N * C * 3 * C + N * C * C,
+        'k^T v and q M (per head d x d)': 2 * h * N * d * d,
+        'dynamic depthwise 3x3': N * C * 9,
+        'kernel generator (grouped 1x1 convs)': C * d + 9 * C * d,
+    }
+    assert analyzer.total() == 2 * sum(per_image.values())
+    ops = analyzer.by_operator()
+    assert ops['einsum'] == 2 * per_image['k^T v and q M (per head d x d)']
+    assert ops['conv'] == 2 * (per_image['dynamic depthwise 3x3'] + per_image['kernel generator (grouped 1x1 convs)'])
+
+
+def test_window_attention_counts_attention_matmuls():
+    C, h, ws = 64, 4, 7
+    analyzer = flop_analyzer(WindowAttention(C, h, ws), (torch.randn(1, 14 * 21, C), (14, 21)))
+    windows, L = 6, ws * ws
+    assert analyzer.by_operator()['scaled_dot_product_attention'] == windows * h * L * L * 2 * (C // h)
+    assert analyzer.by_operator()['linear'] == 14 * 21 * C * 4 * C

@@ -1,0 +1,74 @@
+"""Every detection config builds on CPU and runs a training and an inference step at reduced size."""
+import glob
+import os.path as osp
+
+import pytest
+import torch
+
+pytest.importorskip('mmdet')
+from mmdet.registry import MODELS  # noqa: E402
+from mmdet.testing import demo_mm_inputs  # noqa: E402
+from mmdet.utils import register_all_modules  # noqa: E402
+from mmengine.config import Config  # noqa: E402
+from mmengine.hub import get_config  # noqa: E402
+from mmengine.model import revert_sync_batchnorm  # noqa: E402
+
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+CONFIGS = sorted(glob.glob(osp.join(ROOT, 'mmdet_configs', '*.py')))
+
+
+def build_detector(cfg):
+    register_all_modules(init_default_scope=True)
+    cfg.model.backbone.init_cfg = None           # no released weights on a test machine
+    model = revert_sync_batchnorm(MODELS.build(cfg.model))
+    model.init_weights()
+    return model
+
+
+def n_params(model):
+    return sum(p.numel() for p in model.parameters())
+
+
+def test_twelve_coco_configs_and_the_embedded_one():
+    names = [osp.basename(c) for c in CONFIGS]
+    assert len([n for n in names if n.endswith('_coco.py')]) == 12
+    for model in ('mask-rcnn', 'cascade-mask-rcnn'):
+        for size in 'tsb':
+            for sched in ('1x', '3x'):
+                assert f'{model}_inline-swin-{size}_fpn_ms-crop-{sched}_coco.py' in names
+
+
+@pytest.mark.parametrize('config', CONFIGS, ids=osp.basename)
+def test_config_trains_and_infers_one_step(config):
+    cfg = Config.fromfile(config)
+    assert cfg.custom_imports['imports'] == ['inline_backbones']
+    assert cfg.model.backbone.type == 'inline_backbones.InLineSwinTransformer'
+    if config.endswith('_coco.py'):
+        assert cfg.optim_wrapper.optimizer.type == 'AdamW' and cfg.optim_wrapper.optimizer.lr == 1e-4
+        assert cfg.optim_wrapper.optimizer.weight_decay == 0.05
+        assert cfg.optim_wrapper.paramwise_cfg.custom_keys['norm'] == dict(decay_mult=0.)
+        assert 'RandomChoice' in [t['type'] for t in cfg.train_dataloader.dataset.pipeline]
+        assert cfg.model.backbone.init_cfg.checkpoint.startswith('checkpoints/inline_swin_')
+    model = build_detector(cfg)
+    num_classes = cfg.model.roi_head.mask_head.num_classes if 'mask_head' in cfg.model.roi_head else 80
+    packed = demo_mm_inputs(batch_size=2, image_shapes=[(3, 160, 224), (3, 193, 257)], num_items=[3, 2],
+                            num_classes=num_classes, with_mask=True)
+    model.train()
+    data = model.data_preprocessor(packed, True)
+    losses = model(**data, mode='loss')
+    loss, _ = model.parse_losses(losses)
+    assert torch.isfinite(loss)
+    loss.backward()
+    assert all(p.grad is None or torch.isfinite(p.grad).all() for p in model.parameters())
+    model.eval()
+    with torch.no_grad():
+        results = model(**model.data_preprocessor(packed, False), mode='predict')
+    assert len(results) == 2 and results[1].pred_instances.masks.shape[-2:] == (193, 257)
+
+
+def test_mask_rcnn_tiny_params_match_swin_tiny():
+    ours = build_detector(Config.fromfile(osp.join(ROOT, 'mmdet_configs', 'mask-rcnn_inline-swin-t_fpn_ms-crop-1x_coco.py')))
+    swin = build_detector(get_config('mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py'))
+    ratio = n_params(ours) / n_params(swin)
+    assert 0.97 < ratio < 1.03, (n_params(ours), n_params(swin))
+    assert 47e6 < n_params(ours) < 50e6

@@ -1,0 +1,80 @@
+"""Every segmentation config builds on CPU and runs a training and an inference step at reduced size."""
+import glob
+import os.path as osp
+
+import pytest
+import torch
+
+pytest.importorskip('mmseg')
+from mmengine.config import Config  # noqa: E402
+from mmengine.hub import get_config  # noqa: E402
+from mmengine.model import revert_sync_batchnorm  # noqa: E402
+from mmengine.registry import init_default_scope  # noqa: E402
+from mmengine.structures import PixelData  # noqa: E402
+from mmseg.registry import MODELS  # noqa: E402
+from mmseg.structures import SegDataSample  # noqa: E402
+from mmseg.utils import register_all_modules  # noqa: E402
+
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+CONFIGS = sorted(glob.glob(osp.join(ROOT, 'mmseg_configs', '*.py')))
+
+
+def build_segmentor(cfg):
+    register_all_modules(init_default_scope=False)
+    init_default_scope('mmseg')
+    cfg.model.backbone.init_cfg = None           # no released weights on a test machine
+    model = revert_sync_batchnorm(MODELS.build(cfg.model))
+    model.init_weights()
+    return model
+
+
+def demo_batch(num_classes, shapes=((3, 128, 160), (3, 97, 131))):
+    inputs, samples = [], []
+    for shape in shapes:
+        inputs.append(torch.randint(0, 256, shape, dtype=torch.uint8))
+        sample = SegDataSample(metainfo=dict(img_shape=shape[1:], ori_shape=shape[1:]))
+        sample.gt_sem_seg = PixelData(data=torch.randint(0, num_classes, (1, *shape[1:])))
+        samples.append(sample)
+    return dict(inputs=inputs, data_samples=samples)
+
+
+def test_three_ade20k_configs_and_the_embedded_one():
+    names = [osp.basename(c) for c in CONFIGS]
+    for size in ('tiny', 'small', 'base'):
+        assert f'inline-swin-{size}-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py' in names
+
+
+@pytest.mark.parametrize('config', CONFIGS, ids=osp.basename)
+def test_config_trains_and_infers_one_step(config):
+    cfg = Config.fromfile(config)
+    assert cfg.custom_imports['imports'] == ['inline_backbones']
+    assert cfg.model.backbone.type == 'inline_backbones.InLineSwinTransformer'
+    if 'ade20k' in config:
+        opt = cfg.optim_wrapper.optimizer
+        assert (opt.type, opt.lr, opt.betas, opt.weight_decay) == ('AdamW', 6e-5, (0.9, 0.999), 0.01)
+        assert [s.type for s in cfg.param_scheduler] == ['LinearLR', 'PolyLR'] and cfg.param_scheduler[0].end == 1500
+        assert cfg.train_cfg.max_iters == 160000 and cfg.train_dataloader.batch_size == 2
+        assert cfg.model.auxiliary_head.type == 'FCNHead' and 'tta_pipeline' in cfg
+    model = build_segmentor(cfg)
+    batch = demo_batch(cfg.model.decode_head.num_classes)
+    model.train()
+    data = model.data_preprocessor(batch, True)
+    loss, _ = model.parse_losses(model(**data, mode='loss'))
+    assert torch.isfinite(loss)
+    loss.backward()
+    model.eval()
+    with torch.no_grad():
+        results = model(**model.data_preprocessor(batch, False), mode='predict')
+    assert results[1].pred_sem_seg.data.shape[-2:] == (97, 131)
+
+
+def test_upernet_tiny_params_match_swin_tiny():
+    def n_params(model):
+        return sum(p.numel() for p in model.parameters())
+
+    ours = build_segmentor(Config.fromfile(osp.join(
+        ROOT, 'mmseg_configs', 'inline-swin-tiny-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py')))
+    swin = build_segmentor(get_config(
+        'mmseg::swin/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py'))
+    assert 0.97 < n_params(ours) / n_params(swin) < 1.03, (n_params(ours), n_params(swin))
+    assert 59e6 < n_params(ours) < 62e6
