@@ -9,7 +9,7 @@ palette = [(0, 0, 0), (220, 60, 60), (60, 200, 60), (60, 90, 230), (230, 200, 40
 num_classes = len(classes)
 data_root = 'data/shapes/'
 crop_size = (256, 256)
-max_iters = 1200
+max_iters = 600
 norm_cfg = dict(type='BN', requires_grad=True)  # single-process CPU training: no SyncBN
 
 model = dict(

@@ -1,0 +1,75 @@
+"""Params and FLOPs of this repo's detectors / segmentors (or a bare backbone) with mmengine's analysis.
+
+    python tools/get_flops.py CONFIG [CONFIG ...] [--shape H W] [--markdown]
+
+FLOPs are multiply-adds counted by mmengine's ``FlopAnalyzer`` on one image of ``--shape`` (default
+800x1280 for mmdet configs, 512x2048 for mmseg configs; the model's ``tensor`` forward: backbone, neck
+and heads, for detectors on the RPN proposals), with the attention matmuls and InLine's dynamic
+depthwise convolution counted (see ``inline_backbones/analysis.py``). Elementwise ops are not counted,
+as in mmdet's and mmseg's ``get_flops.py``.
+"""
+import argparse
+import os.path as osp
+from functools import partial
+
+import torch
+from _task_tools import task_of
+from mmengine.config import Config
+from mmengine.model import revert_sync_batchnorm
+from mmengine.registry import init_default_scope
+
+from inline_backbones.analysis import flop_analyzer
+
+DEFAULT_SHAPE = {'mmdet': (800, 1280), 'mmseg': (512, 2048)}
+
+
+def build(config):
+    task = task_of(config)
+    cfg = Config.fromfile(config)
+    cfg.model.backbone.init_cfg = None
+    if task == 'mmdet':
+        from mmdet.registry import MODELS
+        from mmdet.structures import DetDataSample as Sample
+        from mmdet.utils import register_all_modules
+        register_all_modules(init_default_scope=False)
+    else:
+        from mmseg.registry import MODELS
+        from mmseg.structures import SegDataSample as Sample
+        from mmseg.utils import register_all_modules
+        register_all_modules(init_default_scope=False)
+    init_default_scope(task)
+    return task, revert_sync_batchnorm(MODELS.build(cfg.model)).eval(), Sample
+
+
+def count(config, shape=None):
+    """(params, FLOPs) of the config's model on one image of ``shape`` (H, W)."""
+    task, model, Sample = build(config)
+    H, W = shape or DEFAULT_SHAPE[task]
+    meta = dict(img_shape=(H, W), ori_shape=(H, W), pad_shape=(H, W), batch_input_shape=(H, W),
+                scale_factor=(1.0, 1.0))
+    model.forward = partial(model.forward, data_samples=[Sample(metainfo=meta)], mode='tensor')
+    params = sum(p.numel() for p in model.parameters())
+    with torch.no_grad():
+        flops = flop_analyzer(model, (torch.randn(1, 3, H, W),)).total()
+    return params, flops, (H, W)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('configs', nargs='+')
+    parser.add_argument('--shape', type=int, nargs=2, metavar=('H', 'W'))
+    parser.add_argument('--markdown', action='store_true', help='print a markdown table')
+    args = parser.parse_args()
+    rows = []
+    for config in args.configs:
+        params, flops, (H, W) = count(config, args.shape)
+        rows.append((osp.basename(config), f'{params / 1e6:.1f}M', f'{flops / 1e9:.0f}G', f'{H}x{W}'))
+        print(f'{rows[-1][0]}: params {rows[-1][1]}, FLOPs {rows[-1][2]} at {rows[-1][3]}', flush=True)
+    if args.markdown:
+        print('\n| config | params | FLOPs | input (HxW) |\n|---|---|---|---|')
+        for row in rows:
+            print('| ' + ' | '.join(row) + ' |')
+
+
+if __name__ == '__main__':
+    main()
