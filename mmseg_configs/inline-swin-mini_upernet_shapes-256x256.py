@@ -19,15 +19,8 @@ model = dict(
         attn_type='IIIS',
         drop_path_rate=0.1,
         init_cfg=None),
-    decode_head=dict(
-        in_channels=[32, 64, 128, 256], channels=64, num_classes=num_classes, norm_cfg=norm_cfg,
-        # background covers most pixels: weigh it down so the model does not settle on all-background
-        loss_decode=dict(type='CrossEntropyLoss', use_sigmoid=False, loss_weight=1.0,
-                         class_weight=[0.3, 1.0, 1.0, 1.0, 1.0])),
-    auxiliary_head=dict(
-        in_channels=128, channels=32, num_classes=num_classes, norm_cfg=norm_cfg,
-        loss_decode=dict(type='CrossEntropyLoss', use_sigmoid=False, loss_weight=0.4,
-                         class_weight=[0.3, 1.0, 1.0, 1.0, 1.0])))
+    decode_head=dict(in_channels=[32, 64, 128, 256], channels=64, num_classes=num_classes, norm_cfg=norm_cfg),
+    auxiliary_head=dict(in_channels=128, channels=32, num_classes=num_classes, norm_cfg=norm_cfg))
 
 train_pipeline = [
     dict(type='LoadImageFromFile'),

@@ -49,6 +49,8 @@ def test_config_trains_and_infers_one_step(config):
         assert cfg.optim_wrapper.paramwise_cfg.custom_keys['norm'] == dict(decay_mult=0.)
         assert 'RandomChoice' in [t['type'] for t in cfg.train_dataloader.dataset.pipeline]
         assert cfg.model.backbone.init_cfg.checkpoint.startswith('checkpoints/inline_swin_')
+    cfg.model.train_cfg.rpn_proposal.max_per_img = 100   # fewer proposals: same code paths, faster test
+    cfg.model.test_cfg.rpn.max_per_img = 100
     model = build_detector(cfg)
     num_classes = cfg.model.roi_head.mask_head.num_classes if 'mask_head' in cfg.model.roi_head else 80
     packed = demo_mm_inputs(batch_size=2, image_shapes=[(3, 160, 224), (3, 193, 257)], num_items=[3, 2],
