@@ -1,11 +1,10 @@
 """FLOP counting with mmengine's analysis, extended to the ops mmengine has no handle for.
 
 mmengine's ``FlopAnalyzer`` (fvcore's jit tracer; one FLOP = one multiply-add) already counts linear
-layers, matmul/bmm/einsum (so InLine's ``k^T v`` and ``q M``) and convolutions with groups (so InLine's
-dynamic depthwise 3x3 and its kernel generator). It has no handle for
-``aten::scaled_dot_product_attention`` (the window attention's ``q k^T`` and ``attn v``), and its
-einsum handle rounds to three significant digits (it parses ``numpy.einsum_path``'s printout): both are
-replaced here by exact counts.
+layers, matmul/bmm and convolutions with groups (so InLine's dynamic depthwise 3x3 and its kernel
+generator). It has no handle for ``aten::baddbmm`` (InLine's ``k^T v`` and ``q M``) nor for
+``aten::scaled_dot_product_attention`` (the window attention's ``q k^T`` and ``attn v``): both are
+added here, with exact counts.
 """
 from math import prod
 
@@ -19,23 +18,17 @@ def sdpa_flop_jit(inputs, outputs):
     return prod(q[:-2]) * q[-2] * k[-2] * (q[-1] + v[-1])
 
 
-def einsum_flop_jit(inputs, outputs):
-    """Exact multiply-adds of a two-operand einsum: the product of the sizes of all its indices."""
-    equation = inputs[0].toIValue().replace(' ', '')
-    operands = [get_shape(v) for v in inputs[1].node().inputs()]
-    terms = equation.split('->')[0].split(',')
-    if len(operands) != 2 or '.' in equation:
-        raise NotImplementedError(f'einsum {equation!r} with {len(operands)} operands')
-    sizes = {}
-    for term, shape in zip(terms, operands):
-        sizes.update(zip(term, shape))
-    return prod(sizes.values())
+def baddbmm_flop_jit(inputs, outputs):
+    """Multiply-adds of input + batch1 @ batch2: (b, n, k) @ (b, k, m)."""
+    b, n, k = get_shape(inputs[1])
+    return b * n * k * get_shape(inputs[2])[-1]
 
 
 def flop_analyzer(model, inputs):
     """``mmengine.analysis.FlopAnalyzer`` with the attention handle; ``.total()`` gives the count."""
     analyzer = FlopAnalyzer(model, inputs)
     analyzer.set_op_handle(**{'aten::scaled_dot_product_attention': sdpa_flop_jit,
-                              'aten::einsum': einsum_flop_jit})
+                              'aten::baddbmm': baddbmm_flop_jit,
+                              'aten::baddbmm_': baddbmm_flop_jit})
     analyzer.unsupported_ops_warnings(False).uncalled_modules_warnings(False)
     return analyzer

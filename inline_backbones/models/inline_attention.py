@@ -12,10 +12,17 @@ For the tokens ``X`` (N x C) of one image (after ``norm1``) and ``h`` heads of `
 The rows of ``A`` sum to one and distinct queries get distinct weights (the map ``q -> A q`` is
 injective), unlike plain linear attention. ``A`` is never formed: per head,
 
-    sum_j A_ij v_j = q_i M + mean_N(v),   M = (s / N) * sum_j (k_j - mean_N k)^T v_j     (d x d),
+    sum_j A_ij v_j = q_i M + mean_N(v),   M = (s / N) k^T v - s mean_N(k)^T mean_N(v)     (d x d),
 
-which equals the released ``q KV + (1 - s q . mean_N k) mean_N v`` with ``KV = (s / N) k^T v``. The
-centred keys and the ``sqrt(s / N)`` factor on both operands keep ``M`` in range in fp16/bf16 at large N.
+which equals the released ``q KV + (1 - s q . mean_N k) mean_N v`` with ``KV = (s / N) k^T v``.
+
+How the forward is laid out (it is memory-bound on CPUs, so it minimises passes over the N x C maps):
+``s / N`` is the GEMM's ``alpha``, applied to its fp32 accumulator, so ``M`` stays in range in fp16/bf16
+at any N (the release's ``sqrt(s / N)`` factors serve the same purpose); with the identity kernel the
+means of k and v are the projections of the mean token; the depthwise conv runs channels-last on all
+B * C maps at once with ``mean(v)`` as its bias, and ``q M`` is accumulated into its output in place by
+one batched GEMM over all (image, head) pairs, which leaves the result in the (N, C) layout ``proj``
+reads. No N x N tensor, no loop over heads, windows or images.
 """
 import torch
 import torch.nn.functional as F
@@ -67,22 +74,31 @@ class InLineAttention(nn.Module):
         """x: (B, N, C) tokens in row-major order of ``hw_shape`` = (H, W). Returns (B, N, C)."""
         B, N, C = x.shape
         H, W = hw_shape
-        h, d = self.num_heads, self.head_dims
-        q, k, v = self.qkv(x).view(B, N, 3, h, d).unbind(2)
-        q, k = self.phi(q), self.phi(k)
+        h, d, s = self.num_heads, self.head_dims, self.scale
+        x_mean = x.mean(dim=1)                                                   # (B, C)
+        q, k, v = self.qkv(x).view(B, N, 3, C).unbind(2)                         # strided (B, N, C) views
+        if self.kernel_func == 'identity':
+            k_mean, v_mean = F.linear(x_mean, self.qkv.weight[C:], None if self.qkv.bias is None
+                                      else self.qkv.bias[C:]).view(B, 2, C).unbind(1)
+        else:
+            q, k = self.phi(q), self.phi(k)
+            k_mean, v_mean = k.mean(dim=1), v.mean(dim=1)
 
-        factor = (self.scale / N) ** 0.5
-        v_mean = v.mean(dim=1, keepdim=True)                                   # (B, 1, h, d)
-        k_centred = (k - k.mean(dim=1, keepdim=True)) * factor
-        m = torch.einsum('bnhd,bnhe->bhde', k_centred, v * factor)               # (B, h, d, d)
-        out = torch.einsum('bnhd,bhde->bnhe', q, m) + v_mean                  # (B, N, h, d)
+        # M per (image, head): (s/N) k^T v - s mean(k)^T mean(v), one batched GEMM.
+        k_t = k.reshape(B, N, h, d).permute(0, 2, 3, 1).reshape(B * h, d, N)
+        v_h = v.reshape(B, N, h, d).transpose(1, 2).reshape(B * h, N, d)
+        m = torch.baddbmm((k_mean.reshape(B * h, d, 1) * v_mean.reshape(B * h, 1, d)).mul_(-s).to(k_t.dtype),
+                          k_t, v_h, alpha=s / N)                                   # (B*h, d, d)
 
-        # Dynamic local residual: one grouped conv over the B * C maps.
-        w = self.residual(x.mean(dim=1).unsqueeze(-1))                         # (B, 9C, 1)
-        v_maps = v.reshape(B, H, W, C).permute(0, 3, 1, 2).reshape(1, B * C, H, W)
-        local = F.conv2d(v_maps, w.reshape(B * C, 1, 3, 3), padding=1, groups=B * C)
-        out = out.reshape(B, N, C) + local.reshape(B, C, N).transpose(1, 2)
-        return self.proj_drop(self.proj(out))
+        # Local residual + mean(v): depthwise 3x3 over the B*C maps, channels-last, in (N, B, C) memory.
+        kernels = self.residual(x_mean.unsqueeze(-1)).view(B * C, 1, 3, 3)
+        maps = v.reshape(B, H, W, C).permute(1, 2, 0, 3).contiguous().view(1, H, W, B * C).permute(0, 3, 1, 2)
+        out = F.conv2d(maps, kernels.to(maps.dtype), bias=v_mean.reshape(B * C).to(maps.dtype), padding=1,
+                       groups=B * C).permute(0, 2, 3, 1)                            # (1, H, W, B*C) dense
+        # + q M, accumulated in place per (image, head): out viewed as (B*h, N, d).
+        q_h = q.reshape(B, N, h, d).transpose(1, 2).reshape(B * h, N, d)
+        out.view(N, B * h, d).transpose(0, 1).baddbmm_(q_h, m.to(q_h.dtype))
+        return self.proj_drop(self.proj(out.view(N, B, C).transpose(0, 1)))
 
     def extra_repr(self):
         return f'embed_dims={self.embed_dims}, num_heads={self.num_heads}, kernel_func={self.kernel_func!r}'
