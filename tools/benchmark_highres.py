@@ -322,13 +322,15 @@ def plot(args, results):
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for name in args.models:
-        rows = [r for r in results if r['model'] == name and 'latency_ms' in r]
-        px = [r['pixels'] / 1e6 for r in rows]
-        axes[0].plot(px, [r['latency_ms'] / 1e3 for r in rows], 'o-', label=name)
-        axes[1].plot(px, [r['peak_memory_mb'] for r in rows], 'o-', label=name)
-    for ax, label in zip(axes, ('latency (s)', 'peak memory of the forward (MB)')):
+    panels = [('latency_ms', 1e-3, 'latency (s)')]
+    if any(r.get('peak_memory_mb', float('nan')) > 0 for r in results):
+        panels.append(('peak_memory_mb', 1, 'peak memory of the forward (MB)'))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+    axes = axes[0]
+    for ax, (key, scale, label) in zip(axes, panels):
+        for name in args.models:
+            rows = [r for r in results if r['model'] == name and r.get(key, 0) > 0]
+            ax.plot([r['pixels'] / 1e6 for r in rows], [r[key] * scale for r in rows], 'o-', label=name)
         ax.set_xscale('log')
         ax.set_yscale('log')
         ax.set_xlabel('megapixels per image')
