@@ -27,10 +27,10 @@ def test_matches_naive_and_weights_sum_to_one(kernel_func, hw):
     torch.testing.assert_close(weights.sum(-1), torch.ones_like(weights[..., 0]), rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize('N', [16, 100, 1000])
-def test_fp32_fast_path_agrees_with_naive(N):
+@pytest.mark.parametrize('B, N', [(1, 16), (3, 100), (2, 1000)])
+def test_fp32_fast_path_agrees_with_naive(B, N):
     attn = InLineAttention(32, 4, kernel_func='identity')
-    x = torch.randn(1, N, 32)
+    x = torch.randn(B, N, 32)
     hw = (N // 4, 4) if N % 4 == 0 else (N, 1)
     torch.testing.assert_close(attn(x, hw), naive_inline_attention(attn, x, hw), rtol=1e-5, atol=1e-5)
 

@@ -282,7 +282,18 @@ def benchmark(args):
     return results
 
 
-def report(args, results):
+def run_meta(args):
+    if args.device == 'cuda':
+        processor = torch.cuda.get_device_name()
+    else:
+        with open('/proc/cpuinfo') as f:
+            processor = next((line.split(':', 1)[1].strip() for line in f if line.startswith('model name')), 'cpu')
+    return dict(command=' '.join(sys.argv), torch=torch.__version__, threads=torch.get_num_threads(),
+                processor=processor, task=args.task, dtype=args.dtype, batch_size=args.batch_size,
+                device=args.device, channels_last=args.channels_last, compile=args.compile)
+
+
+def report(args, results, meta):
     os.makedirs(args.out_dir, exist_ok=True)
     ref = {r['size']: r.get('latency_ms') for r in results if r['model'] == args.reference}
     header = (f'{"size":>10} {"model":>14} {"latency ms":>11} {"min-max ms":>15} {"img/s":>7} {"mem MB":>8} '
@@ -302,8 +313,6 @@ def report(args, results):
         if len(rows) >= 2:
             slope = np.polyfit(np.log([r['pixels'] for r in rows]), np.log([r['latency_ms'] for r in rows]), 1)[0]
             print(f'{name}: latency ~ pixels^{slope:.2f} over {rows[0]["size"]}..{rows[-1]["size"]}')
-    meta = dict(command=' '.join(sys.argv), torch=torch.__version__, threads=torch.get_num_threads(),
-                device=args.device, cpu=os.cpu_count())
     with open(osp.join(args.out_dir, 'results.json'), 'w') as f:
         json.dump(dict(meta=meta, results=results), f, indent=1)
     keys = ['model', 'size', 'pixels', 'batch', 'dtype', 'device', 'latency_ms', 'min_ms', 'max_ms', 'images_per_s',
@@ -313,14 +322,15 @@ def report(args, results):
         f.write(','.join(keys) + '\n')
         for r in results:
             f.write(','.join(str(r.get(k, '')) for k in keys) + '\n')
-    plot(args, results)
+    plot(args, results, meta)
     print(f'wrote {args.out_dir}/results.csv, results.json, latency_memory.png')
 
 
-def plot(args, results):
+def plot(args, results, meta):
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
 
     panels = [('latency_ms', 1e-3, 'latency (s)')]
     if any(r.get('peak_memory_mb', float('nan')) > 0 for r in results):
@@ -329,16 +339,19 @@ def plot(args, results):
     axes = axes[0]
     for ax, (key, scale, label) in zip(axes, panels):
         for name in args.models:
-            rows = [r for r in results if r['model'] == name and r.get(key, 0) > 0]
+            rows = sorted((r for r in results if r['model'] == name and r.get(key, 0) > 0), key=lambda r: r['pixels'])
             ax.plot([r['pixels'] / 1e6 for r in rows], [r[key] * scale for r in rows], 'o-', label=name)
         ax.set_xscale('log')
         ax.set_yscale('log')
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_formatter(ScalarFormatter())
+            axis.set_minor_formatter(NullFormatter())
         ax.set_xlabel('megapixels per image')
         ax.set_ylabel(label)
         ax.grid(True, which='both', alpha=0.3)
     axes[0].legend(fontsize=8)
-    fig.suptitle(f'{args.task}, {args.dtype}, batch {args.batch_size}, {args.device}, '
-                 f'{torch.get_num_threads()} threads')
+    fig.suptitle(f"{meta['task']}, {meta['dtype']}, batch {meta['batch_size']}, {meta['device']} "
+                 f"({meta['processor']}, {meta['threads']} threads)", fontsize=10)
     fig.tight_layout()
     fig.savefig(osp.join(args.out_dir, 'latency_memory.png'), dpi=110)
 
@@ -361,6 +374,7 @@ def main():
     parser.add_argument('--no-memory', dest='memory', action='store_false', help='skip peak-memory probes')
     parser.add_argument('--reference', default='swin-t', help='model that the ratio column divides by')
     parser.add_argument('--out-dir', default='outputs/benchmark')
+    parser.add_argument('--from-json', help='re-print the table and re-draw the plot of a saved results.json')
     parser.add_argument('--memory-probe', help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.device == 'auto':
@@ -368,7 +382,13 @@ def main():
     if args.memory_probe:
         memory_probe(args)
         return
-    report(args, benchmark(args))
+    if args.from_json:
+        with open(args.from_json) as f:
+            saved = json.load(f)
+        args.models = list(dict.fromkeys(r['model'] for r in saved['results']))
+        report(args, saved['results'], saved['meta'])
+        return
+    report(args, benchmark(args), run_meta(args))
 
 
 if __name__ == '__main__':

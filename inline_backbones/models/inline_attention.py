@@ -17,8 +17,8 @@ injective), unlike plain linear attention. ``A`` is never formed: per head,
 which equals the released ``q KV + (1 - s q . mean_N k) mean_N v`` with ``KV = (s / N) k^T v``.
 
 How the forward is laid out (it is memory-bound on CPUs, so it minimises passes over the N x C maps):
-``s / N`` is the GEMM's ``alpha``, applied to its fp32 accumulator, so ``M`` stays in range in fp16/bf16
-at any N (the release's ``sqrt(s / N)`` factors serve the same purpose); with the identity kernel the
+``s / N`` is the GEMM's ``alpha``, applied before its result is rounded to the autocast dtype, so ``M``
+stays in range in fp16/bf16 at any N (tested at N = 512 x 512) (the release's ``sqrt(s / N)`` factors serve the same purpose); with the identity kernel the
 means of k and v are the projections of the mean token; the depthwise conv runs channels-last on all
 B * C maps at once with ``mean(v)`` as its bias, and ``q M`` is accumulated into its output in place by
 one batched GEMM over all (image, head) pairs, which leaves the result in the (N, C) layout ``proj``
