@@ -75,3 +75,12 @@ def test_low_precision_at_2048_is_finite_and_close(dtype):
     assert out.dtype == dtype and torch.isfinite(out).all()
     rel = (out.float() - ref).norm() / ref.norm()
     assert rel < 1e-2, rel
+
+
+def test_torch_compile_matches_eager():
+    attn = InLineAttention(32, 4).eval()
+    x = torch.randn(2, 12 * 10, 32)
+    with torch.no_grad():
+        eager = attn(x, (12, 10))
+        compiled = torch.compile(attn)(x, (12, 10))
+    torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-5)

@@ -92,13 +92,18 @@ class InLineAttention(nn.Module):
 
         # Local residual + mean(v): depthwise 3x3 over the B*C maps, channels-last, in (N, B, C) memory.
         kernels = self.residual(x_mean.unsqueeze(-1)).view(B * C, 1, 3, 3)
-        maps = v.reshape(B, H, W, C).permute(1, 2, 0, 3).contiguous().view(1, H, W, B * C).permute(0, 3, 1, 2)
+        maps = v.reshape(B, H, W, C).permute(1, 2, 0, 3).reshape(1, H, W, B * C).permute(0, 3, 1, 2)
         out = F.conv2d(maps, kernels.to(maps.dtype), bias=v_mean.reshape(B * C).to(maps.dtype), padding=1,
-                       groups=B * C).permute(0, 2, 3, 1)                            # (1, H, W, B*C) dense
-        # + q M, accumulated in place per (image, head): out viewed as (B*h, N, d).
+                       groups=B * C)                                               # channels-last output
+        out = out.permute(0, 2, 3, 1).reshape(N, B * h, d)                        # a view in eager mode
+        # + q M per (image, head), accumulated in place (inductor cannot replay an in-place update
+        # through this transposed view of the conv output, so compiled graphs take the out-of-place form).
         q_h = q.reshape(B, N, h, d).transpose(1, 2).reshape(B * h, N, d)
-        out.view(N, B * h, d).transpose(0, 1).baddbmm_(q_h, m.to(q_h.dtype))
-        return self.proj_drop(self.proj(out.view(N, B, C).transpose(0, 1)))
+        if torch.compiler.is_compiling():
+            out = torch.baddbmm(out.transpose(0, 1), q_h, m.to(q_h.dtype)).transpose(0, 1)
+        else:
+            out.transpose(0, 1).baddbmm_(q_h, m.to(q_h.dtype))
+        return self.proj_drop(self.proj(out.reshape(N, B, C).transpose(0, 1)))
 
     def extra_repr(self):
         return f'embed_dims={self.embed_dims}, num_heads={self.num_heads}, kernel_func={self.kernel_func!r}'
