@@ -130,7 +130,7 @@ def make_input(args, size, device):
     return x.contiguous(memory_format=torch.channels_last) if args.channels_last else x
 
 
-class Runner:
+class BenchModel:
     """One model, compiled if asked, run under no_grad and autocast."""
 
     def __init__(self, args, name, device):
@@ -169,7 +169,7 @@ def gemm_runner(args, device):
 def peak_memory_mb(args, name, size, device):
     """Peak memory of one forward beyond the built model and its input."""
     if device.type == 'cuda':
-        runner = Runner(args, name, device)
+        runner = BenchModel(args, name, device)
         x = make_input(args, size, device)
         torch.cuda.synchronize()
         base = torch.cuda.memory_allocated()
@@ -199,7 +199,7 @@ def memory_probe(args):
     """
     device = torch.device('cpu')
     size = parse_size(args.sizes[0])
-    runner = Runner(args, args.memory_probe, device)
+    runner = BenchModel(args, args.memory_probe, device)
     x = make_input(args, size, device)
     with open('/proc/self/clear_refs', 'w') as f:
         f.write('5')
@@ -226,7 +226,7 @@ def benchmark(args):
     sizes = [parse_size(s) for s in args.sizes]
     runners = {}
     for name in args.models:
-        runners[name] = Runner(args, name, device)
+        runners[name] = BenchModel(args, name, device)
     gemm, gemm_flops = gemm_runner(args, device)
     results, last = [], {}
     total = len(sizes) * (args.warmup + args.repeats) * (len(args.models) + 1)
