@@ -47,7 +47,7 @@ def test_centred_form_equals_released_formula():
     torch.testing.assert_close(ours, _released_formula(attn, x), rtol=1e-9, atol=1e-9)
 
 
-def test_weights_can_be_negative_and_distinct_queries_get_distinct_outputs():
+def test_weights_can_be_negative_and_distinct_queries_get_distinct_weights():
     attn = InLineAttention(8, 1).double()
     x = torch.randn(1, 16, 8, dtype=torch.float64)
     _, weights = naive_inline_attention(attn, x, (4, 4), return_weights=True)
