@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 import torch.utils.checkpoint as cp
 from mmcv.cnn.bricks import DropPath
+from timm.layers import Mlp
 from torch import nn
 
 from .inline_attention import InLineAttention
@@ -54,20 +55,6 @@ class PatchMerging(nn.Module):
         return self.reduction(self.norm(x.flatten(1, 2))), hw_shape
 
 
-class Mlp(nn.Module):
-    """fc1 -> GELU -> dropout -> fc2 -> dropout."""
-
-    def __init__(self, embed_dims, hidden_dims, drop_rate=0.):
-        super().__init__()
-        self.fc1 = nn.Linear(embed_dims, hidden_dims)
-        self.act = nn.GELU()
-        self.fc2 = nn.Linear(hidden_dims, embed_dims)
-        self.drop = nn.Dropout(drop_rate)
-
-    def forward(self, x):
-        return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
-
-
 class InLineSwinBlock(nn.Module):
     """Pre-norm transformer block: ``x + DropPath(attn(norm1 x))``, then ``x + DropPath(mlp(norm2 x))``.
 
@@ -94,7 +81,7 @@ class InLineSwinBlock(nn.Module):
             raise ValueError(f"attn_type must be 'inline' or 'window', got {attn_type!r}")
         self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
         self.norm2 = nn.LayerNorm(embed_dims)
-        self.mlp = Mlp(embed_dims, int(embed_dims * mlp_ratio), drop_rate)
+        self.mlp = Mlp(embed_dims, int(embed_dims * mlp_ratio), drop=drop_rate)  # fc1, GELU, fc2 as released
 
     def _forward(self, x, hw_shape, shift_mask):
         if self.attn_type == 'inline':
