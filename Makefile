@@ -1,13 +1,15 @@
 # The two entry points of the README. Both create/refresh the environment first (tools/setup_env.sh;
 # the first run builds mmcv from source, about 10-15 minutes on 2 cores; later runs take seconds).
+# VENV may be relative (to the directory make runs in, also with make -C) or absolute.
 VENV ?= .venv
-PY := $(VENV)/bin/python
+VENV_ABS := $(abspath $(VENV))
+PY := $(VENV_ABS)/bin/python
 PYTEST_ARGS ?=
 
 .PHONY: setup demo fullsize-demo test
 
 setup:
-	VENV=$(VENV) bash tools/setup_env.sh
+	VENV=$(VENV_ABS) bash tools/setup_env.sh
 
 demo: setup
 	$(PY) tools/run_embedded.py
