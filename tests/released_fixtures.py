@@ -1,0 +1,65 @@
+"""Access to the authors' released-format fixtures in ``../shared/fixtures/released-inline-swin``.
+
+They were made with the authors' own model code at 224x224 (``window_size=56``): small models
+(embed 16, depths 2-2-4-2, heads 1-2-4-8) in the released checkpoint format, and for the kernel
+functions ``identity``, ``exp`` and ``relu`` the tokens out of each stage's last block (before patch
+merging and before any norm) and the classifier logits for a fixed input ``x``.
+"""
+from pathlib import Path
+
+import torch
+
+from inline_backbones import InLineSwinTransformer
+
+FIXTURE_DIR = Path(__file__).resolve().parents[2] / 'shared' / 'fixtures' / 'released-inline-swin'
+LAYOUTS = ('IIIS', 'IISS', 'IIMS2')
+KERNELS = ('identity', 'exp', 'relu')
+
+
+def checkpoint_path(layout):
+    path = FIXTURE_DIR / f'mini-{layout}.pth'
+    if not path.is_file():
+        raise FileNotFoundError(f'released-format fixture {path} is missing (expected ../shared next to the repo)')
+    return path
+
+
+def expected(layout):
+    """``{'arch': {...}, 'x': (2, 3, 224, 224), kernel: {'stage_tokens': [4 x (B, N, C)], 'logits'}}``."""
+    checkpoint_path(layout)
+    return torch.load(FIXTURE_DIR / f'mini-{layout}.expected.pt', map_location='cpu', weights_only=True)
+
+
+def mini_arch(layout):
+    arch = expected(layout)['arch']
+    return dict(embed_dims=arch['embed_dims'], depths=list(arch['depths']), num_heads=list(arch['num_heads']))
+
+
+def released_backbone(layout, kernel_func='identity', **kwargs):
+    """Our backbone built for the fixture's arch and loaded from its released-format file (strict)."""
+    model = InLineSwinTransformer(
+        arch=mini_arch(layout), attn_type=layout, kernel_func=kernel_func, drop_path_rate=0.,
+        init_cfg=dict(type='Pretrained', checkpoint=str(checkpoint_path(layout))), **kwargs)
+    model.init_weights()
+    return model.eval()
+
+
+def stage_tokens(backbone, x):
+    """The tokens out of each stage's last block (before merging and norms), as the fixtures store them."""
+    captured = []
+    hooks = [stage.register_forward_hook(lambda m, i, out: captured.append(out[2])) for stage in backbone.layers]
+    try:
+        with torch.no_grad():
+            backbone(x)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return captured
+
+
+def assert_stage_tokens_equal(actual, reference, rtol=1e-4):
+    """Each stage within ``rtol`` relative (Frobenius norm of the difference over the reference's)."""
+    assert len(actual) == len(reference)
+    for i, (a, r) in enumerate(zip(actual, reference)):
+        assert a.shape == r.shape, f'stage {i}: {tuple(a.shape)} vs {tuple(r.shape)}'
+        rel = ((a - r).norm() / r.norm()).item()
+        assert rel < rtol, f'stage {i}: relative difference {rel:.2e} >= {rtol}'
