@@ -5,7 +5,7 @@
 FLOPs are multiply-adds counted by mmengine's ``FlopAnalyzer`` on one image of ``--shape`` (default
 800x1280 for mmdet configs, 512x2048 for mmseg configs; the model's ``tensor`` forward: backbone, neck
 and heads, for detectors on the RPN proposals), with the attention matmuls and InLine's dynamic
-depthwise convolution counted (see ``inline_backbones/analysis.py``). Elementwise ops are not counted,
+depthwise convolution counted (see ``inline_backbones/analysis/flops.py``). Elementwise ops are not counted,
 as in mmdet's and mmseg's ``get_flops.py``.
 """
 import argparse

@@ -12,6 +12,7 @@ from timm.layers import Mlp
 from torch import nn
 
 from .inline_attention import InLineAttention
+from .linear_attention import LinearAttention
 from .window_attention import WindowAttention, shift_attention_mask
 
 
@@ -59,32 +60,37 @@ class InLineSwinBlock(nn.Module):
     """Pre-norm transformer block: ``x + DropPath(attn(norm1 x))``, then ``x + DropPath(mlp(norm2 x))``.
 
     Args:
-        attn_type (str): ``'inline'`` (global InLine attention over the map) or ``'window'`` (Swin
-            window softmax attention).
+        attn_type (str): ``'inline'`` (global InLine attention over the map), ``'window'`` (Swin
+            window softmax attention) or ``'linear'`` (global plain linear attention, an ablation).
         shift (bool): For window blocks, use the shifted-window partition (shift = window // 2).
+        local_residual (bool): InLine blocks add the 3x3 local residual (False: ablation without it).
+        linear_kernel_func (str): Kernel of ``'linear'`` blocks (``relu`` or ``exp``).
     """
 
     def __init__(self, embed_dims, num_heads, attn_type, window_size=7, shift=False, mlp_ratio=4.,
                  qkv_bias=True, kernel_func='identity', drop_rate=0., attn_drop_rate=0., drop_path_rate=0.,
-                 with_cp=False):
+                 with_cp=False, local_residual=True, linear_kernel_func='relu'):
         super().__init__()
         self.attn_type = attn_type
         self.with_cp = with_cp
         self.norm1 = nn.LayerNorm(embed_dims)
         if attn_type == 'inline':
-            self.attn = InLineAttention(embed_dims, num_heads, qkv_bias, kernel_func, drop_rate)
+            self.attn = InLineAttention(embed_dims, num_heads, qkv_bias, kernel_func, drop_rate, local_residual)
+            self.shift_size = 0
+        elif attn_type == 'linear':
+            self.attn = LinearAttention(embed_dims, num_heads, qkv_bias, linear_kernel_func, drop_rate)
             self.shift_size = 0
         elif attn_type == 'window':
             self.attn = WindowAttention(embed_dims, num_heads, window_size, qkv_bias, attn_drop_rate, drop_rate)
             self.shift_size = window_size // 2 if shift else 0
         else:
-            raise ValueError(f"attn_type must be 'inline' or 'window', got {attn_type!r}")
+            raise ValueError(f"attn_type must be 'inline', 'window' or 'linear', got {attn_type!r}")
         self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
         self.norm2 = nn.LayerNorm(embed_dims)
         self.mlp = Mlp(embed_dims, int(embed_dims * mlp_ratio), drop=drop_rate)  # fc1, GELU, fc2 as released
 
     def _forward(self, x, hw_shape, shift_mask):
-        if self.attn_type == 'inline':
+        if self.attn_type != 'window':
             attn = self.attn(self.norm1(x), hw_shape)
         else:
             shift = self.shift_size if shift_mask is not None else 0
@@ -109,7 +115,7 @@ class InLineSwinStage(nn.Module):
 
     def __init__(self, embed_dims, num_heads, attn_types, window_size=7, mlp_ratio=4., qkv_bias=True,
                  kernel_func='identity', drop_rate=0., attn_drop_rate=0., drop_path_rates=None,
-                 downsample=True, with_cp=False):
+                 downsample=True, with_cp=False, local_residual=True, linear_kernel_func='relu'):
         super().__init__()
         depth = len(attn_types)
         drop_path_rates = drop_path_rates or [0.] * depth
@@ -118,7 +124,8 @@ class InLineSwinStage(nn.Module):
             InLineSwinBlock(embed_dims, num_heads, attn_types[j], window_size, shift=j % 2 == 1,
                             mlp_ratio=mlp_ratio, qkv_bias=qkv_bias, kernel_func=kernel_func,
                             drop_rate=drop_rate, attn_drop_rate=attn_drop_rate,
-                            drop_path_rate=drop_path_rates[j], with_cp=with_cp)
+                            drop_path_rate=drop_path_rates[j], with_cp=with_cp,
+                            local_residual=local_residual, linear_kernel_func=linear_kernel_func)
             for j in range(depth)
         ])
         self.downsample = PatchMerging(embed_dims, 2 * embed_dims) if downsample else None

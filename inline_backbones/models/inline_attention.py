@@ -46,9 +46,13 @@ class InLineAttention(nn.Module):
         kernel_func (str): Kernel phi on queries and keys: ``identity``, ``relu``, ``leakyrelu``
             or ``exp`` (``exp(0.2 x)``). Defaults to ``identity``.
         proj_drop_rate (float): Dropout after ``proj``.
+        local_residual (bool): Add the dynamic 3x3 depthwise residual. False (an ablation) gives plain
+            injective linear attention ``out_i = sum_j A_ij v_j`` and no ``residual`` module.
+            Defaults to True (the released model).
     """
 
-    def __init__(self, embed_dims, num_heads, qkv_bias=True, kernel_func='identity', proj_drop_rate=0.):
+    def __init__(self, embed_dims, num_heads, qkv_bias=True, kernel_func='identity', proj_drop_rate=0.,
+                 local_residual=True):
         super().__init__()
         if embed_dims % num_heads:
             raise ValueError(f'embed_dims {embed_dims} is not divisible by num_heads {num_heads}')
@@ -63,6 +67,9 @@ class InLineAttention(nn.Module):
         self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop_rate)
+        self.local_residual = local_residual
+        if not local_residual:
+            return
         # Predicts a 3x3 depthwise kernel per channel from the mean token (grouped per head).
         self.residual = nn.Sequential(
             nn.Conv1d(embed_dims, embed_dims, 1, groups=num_heads),
@@ -90,6 +97,10 @@ class InLineAttention(nn.Module):
         m = torch.baddbmm((k_mean.reshape(B * h, d, 1) * v_mean.reshape(B * h, 1, d)).mul_(-s).to(k_t.dtype),
                           k_t, v_h, alpha=s / N)                                   # (B*h, d, d)
 
+        if not self.local_residual:                                                # q M + mean(v) only
+            q_h = q.reshape(B, N, h, d).transpose(1, 2).reshape(B * h, N, d)
+            out = torch.baddbmm(v_mean.reshape(B * h, 1, d).to(q_h.dtype), q_h, m.to(q_h.dtype))
+            return self.proj_drop(self.proj(out.view(B, h, N, d).transpose(1, 2).reshape(B, N, C)))
         # Local residual + mean(v): depthwise 3x3 over the B*C maps, channels-last, in (N, B, C) memory.
         kernels = self.residual(x_mean.unsqueeze(-1)).view(B * C, 1, 3, 3)
         maps = v.reshape(B, H, W, C).permute(1, 2, 0, 3).reshape(1, H, W, B * C).permute(0, 3, 1, 2)
@@ -106,4 +117,5 @@ class InLineAttention(nn.Module):
         return self.proj_drop(self.proj(out.reshape(N, B, C).transpose(0, 1)))
 
     def extra_repr(self):
-        return f'embed_dims={self.embed_dims}, num_heads={self.num_heads}, kernel_func={self.kernel_func!r}'
+        return (f'embed_dims={self.embed_dims}, num_heads={self.num_heads}, kernel_func={self.kernel_func!r}'
+                + ('' if self.local_residual else ', local_residual=False'))

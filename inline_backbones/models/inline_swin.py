@@ -28,6 +28,10 @@ class InLineSwinTransformer(BaseModule):
             ``embed_dims``, ``depths``, ``num_heads`` and optionally ``attn_type``.
         attn_type (str, optional): Layout string overriding the preset's, e.g. ``'IIIS'``.
         kernel_func (str): InLine kernel on q and k: ``identity`` | ``relu`` | ``leakyrelu`` | ``exp``.
+        local_residual (bool): InLine blocks add the dynamic 3x3 local residual. False is an ablation
+            (plain injective linear attention, no ``residual`` modules). Defaults to True (released).
+        linear_kernel_func (str): Kernel of the plain linear attention blocks (layout letter ``L``):
+            ``relu`` (default) or ``exp``.
         in_channels (int): Input channels. Defaults to 3.
         patch_size (int): Patch embedding stride. Defaults to 4.
         window_size (int): Window of the softmax blocks. Defaults to 7.
@@ -56,7 +60,7 @@ class InLineSwinTransformer(BaseModule):
     def __init__(self, arch='tiny', attn_type=None, kernel_func='identity', in_channels=3, patch_size=4,
                  window_size=7, mlp_ratio=4., qkv_bias=True, drop_rate=0., attn_drop_rate=0.,
                  drop_path_rate=0.1, out_indices=(0, 1, 2, 3), frozen_stages=-1, norm_eval=False,
-                 with_cp=False, init_cfg=None):
+                 with_cp=False, local_residual=True, linear_kernel_func='relu', init_cfg=None):
         super().__init__(init_cfg=init_cfg)
         arch = self._resolve_arch(arch)
         attn_type = arch.get('attn_type') if attn_type is None else attn_type
@@ -89,7 +93,8 @@ class InLineSwinTransformer(BaseModule):
                 dims, num_heads[i], layout[i], window_size=window_size, mlp_ratio=mlp_ratio,
                 qkv_bias=qkv_bias, kernel_func=kernel_func, drop_rate=drop_rate,
                 attn_drop_rate=attn_drop_rate, drop_path_rates=dpr[sum(depths[:i]):sum(depths[:i + 1])],
-                downsample=i < num_stages - 1, with_cp=with_cp))
+                downsample=i < num_stages - 1, with_cp=with_cp, local_residual=local_residual,
+                linear_kernel_func=linear_kernel_func))
             self.num_features.append(dims)
             dims *= 2
         for i in out_indices:

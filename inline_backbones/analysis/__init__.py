@@ -1,0 +1,14 @@
+"""Analyses of InLine-Swin models.
+
+* :mod:`.flops`: FLOP counting with mmengine's analysis (``flop_analyzer``);
+* attention analysis (``tools/analyze_attention.py``): exact rows of ``A`` for sampled queries
+  (:mod:`.rows`), their statistics (:mod:`.statistics`: negative weights, locality, injectivity),
+  per layer and head (:mod:`.layer`) from hooked inputs (:mod:`.capture`), run over images
+  (:mod:`.run`, :mod:`.inputs`) and written as JSON/CSV (:mod:`.report`) and pictures (:mod:`.plots`).
+"""
+from .flops import baddbmm_flop_jit, flop_analyzer, sdpa_flop_jit
+from .layer import AnalysisSettings, analyze_layer
+from .rows import AffineRows, inline_rows, linear_rows
+
+__all__ = ['AffineRows', 'AnalysisSettings', 'analyze_layer', 'baddbmm_flop_jit', 'flop_analyzer', 'inline_rows',
+           'linear_rows', 'sdpa_flop_jit']

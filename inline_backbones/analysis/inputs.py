@@ -1,0 +1,96 @@
+"""What the attention analysis runs on: a backbone from a config or an arch (+ checkpoint), images
+resized and normalised as the config's test pipeline does, and query points picked on objects."""
+import copy
+
+import cv2
+import mmcv
+import numpy as np
+import torch
+
+from ..models import InLineSwinTransformer
+
+IMAGENET_NORM = dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], bgr_to_rgb=True)
+
+
+def build_backbone(config=None, arch=None, checkpoint=None, prefix=None, **overrides):
+    """An eval-mode :class:`InLineSwinTransformer` from an mmdet/mmseg ``config``'s ``model.backbone`` or
+    from ``arch``, with ``overrides`` (e.g. ``attn_type``, ``kernel_func``); weights from ``checkpoint``
+    (strict, ``prefix='backbone.'`` for detector/segmentor checkpoints) or random (truncated normal).
+    Returns ``(backbone, norm)`` with ``norm`` the input normalisation (mean, std, bgr_to_rgb)."""
+    if (config is None) == (arch is None):
+        raise ValueError('give exactly one of config and arch')
+    norm = dict(IMAGENET_NORM)
+    if config is not None:
+        from mmengine.config import Config
+        cfg = Config.fromfile(config) if isinstance(config, str) else config
+        kwargs = copy.deepcopy(cfg.model.backbone.to_dict())
+        if kwargs.pop('type', '').split('.')[-1] != InLineSwinTransformer.__name__:
+            raise ValueError(f'{config}: model.backbone is not an InLineSwinTransformer')
+        preprocessor = cfg.model.get('data_preprocessor') or {}
+        norm.update({k: preprocessor[k] for k in ('mean', 'std', 'bgr_to_rgb') if k in preprocessor})
+    else:
+        kwargs = dict(arch=arch)
+    kwargs.update({k: v for k, v in overrides.items() if v is not None})
+    kwargs['init_cfg'] = dict(type='Pretrained', checkpoint=checkpoint, prefix=prefix) if checkpoint else None
+    backbone = InLineSwinTransformer(**kwargs)
+    backbone.init_weights()
+    return backbone.eval(), norm
+
+
+def config_resize(config):
+    """``(scale, keep_ratio)`` of the config's test pipeline ``Resize``, or None when it does not resize."""
+    from mmengine.config import Config
+    cfg = Config.fromfile(config) if isinstance(config, str) else config
+    pipeline = cfg.get('test_pipeline') or cfg.test_dataloader.dataset.get('pipeline', [])
+    for step in pipeline:
+        if step['type'].split('.')[-1] == 'Resize':
+            return tuple(step['scale']), step.get('keep_ratio', False)
+    return None
+
+
+def load_image(path, norm, size=None, resize=None):
+    """Read ``path`` and return ``(rgb uint8 H x W x 3, normalised 1 x 3 x H x W tensor)``.
+
+    ``size`` (H, W) resizes exactly; otherwise ``resize`` = ``(scale, keep_ratio)`` as mmcv's ``Resize``
+    (``imrescale`` keeping the ratio within ``scale``, else ``imresize`` to ``scale`` = (W, H)).
+    """
+    img = mmcv.imread(path)
+    if img is None:
+        raise FileNotFoundError(f'cannot read image {path!r}')
+    if size is not None:
+        img = mmcv.imresize(img, (size[1], size[0]))
+    elif resize is not None:
+        scale, keep_ratio = resize
+        img = mmcv.imrescale(img, scale) if keep_ratio else mmcv.imresize(img, scale)
+    rgb = mmcv.bgr2rgb(img)
+    net = rgb if norm.get('bgr_to_rgb', True) else img
+    tensor = (torch.from_numpy(net.astype(np.float32)) - torch.tensor(norm['mean'])) / torch.tensor(norm['std'])
+    return rgb, tensor.permute(2, 0, 1).unsqueeze(0).contiguous()
+
+
+def object_points(rgb, num_points, min_distance=0.2):
+    """Up to ``num_points`` pixel points (x, y) on objects: the maxima of the colour distance to the
+    image's median colour (the background's, when objects cover less than half of it), box-blurred so
+    that they fall inside objects, each at least ``min_distance`` of the shorter side from the others."""
+    height, width = rgb.shape[:2]
+    step = max(1, min(height, width) // 64)
+    small = rgb[::step, ::step].astype(np.float32)
+    saliency = np.linalg.norm(small - np.median(small.reshape(-1, 3), axis=0), axis=-1)
+    blur = max(3, min(small.shape[:2]) // 8)
+    saliency = cv2.blur(saliency, (blur, blur))
+    ys, xs = np.mgrid[:small.shape[0], :small.shape[1]]
+    radius = min_distance * min(small.shape[:2])
+    points = []
+    for _ in range(num_points):
+        y, x = np.unravel_index(np.argmax(saliency), saliency.shape)
+        if saliency[y, x] < 0:
+            break
+        points.append((int(x * step + step // 2), int(y * step + step // 2)))
+        saliency[(ys - y) ** 2 + (xs - x) ** 2 < radius ** 2] = -1
+    return points
+
+
+def token_index(points, image_shape, hw_shape):
+    """Flat token indices of pixel points (x, y) on a token map of ``hw_shape`` covering the image."""
+    (height, width), (H, W) = image_shape, hw_shape
+    return [min(int(y * H / height), H - 1) * W + min(int(x * W / width), W - 1) for x, y in points]

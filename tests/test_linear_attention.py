@@ -1,0 +1,108 @@
+"""Ablation switches: plain linear attention (layout letter L) and InLine without the 3x3 residual,
+against naive N x N formulas; released layouts keep their parameters; IIIS and LLLS train from one config."""
+import os.path as osp
+
+import pytest
+import torch
+from conftest import naive_inline_attention
+
+from inline_backbones import InLineAttention, InLineSwinTransformer, parse_attn_layout
+from inline_backbones.models import LinearAttention
+from inline_backbones.models.inline_attention import KERNEL_FUNCTIONS
+from inline_backbones.models.linear_attention import EPS
+
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+SMALL = dict(embed_dims=16, depths=[2, 2, 2, 2], num_heads=[1, 2, 2, 4])
+
+
+def naive_linear_weights(attn, x):
+    """A_ij = phi(q_i).phi(k_j) / (sum_l phi(q_i).phi(k_l) + N eps), the full (B, h, N, N) matrix."""
+    B, N, C = x.shape
+    q, k, _ = attn.qkv(x).view(B, N, 3, attn.num_heads, attn.head_dims).permute(2, 0, 3, 1, 4)
+    scores = attn.phi(q) @ attn.phi(k).transpose(-1, -2)
+    return scores / (scores.sum(-1, keepdim=True) + N * EPS)
+
+
+def values(attn, x):
+    B, N, C = x.shape
+    return attn.qkv(x).view(B, N, 3, attn.num_heads, attn.head_dims)[:, :, 2].transpose(1, 2)
+
+
+@pytest.mark.parametrize('kernel_func', ['relu', 'exp'])
+def test_linear_attention_matches_naive_and_rows_sum_to_one(kernel_func):
+    attn = LinearAttention(24, 3, kernel_func=kernel_func).double()
+    x = torch.randn(2, 35, 24, dtype=torch.float64)
+    weights = naive_linear_weights(attn, x)
+    ref = attn.proj((weights @ values(attn, x)).transpose(1, 2).reshape(2, 35, 24))
+    torch.testing.assert_close(attn(x, (5, 7)), ref, rtol=1e-10, atol=1e-10)
+    assert (weights >= 0).all()
+    torch.testing.assert_close(weights.sum(-1), torch.ones_like(weights[..., 0]), rtol=0, atol=1e-4)
+
+
+def test_linear_attention_is_blind_to_query_scale_and_rejects_signed_kernels():
+    attn = LinearAttention(8, 1).double()
+    q = torch.randn(1, 8, dtype=torch.float64).relu() + 0.1
+    k = torch.randn(20, 8, dtype=torch.float64).relu()
+    rows = [(c * q) @ k.T / ((c * q) @ k.sum(0) + 20 * EPS) for c in (1.0, 5.0)]
+    torch.testing.assert_close(rows[0], rows[1], rtol=1e-5, atol=0)
+    for bad in ('identity', 'leakyrelu'):
+        with pytest.raises(ValueError, match='non-negative kernel'):
+            LinearAttention(8, 1, kernel_func=bad)
+    assert 'relu' in repr(attn)
+
+
+@pytest.mark.parametrize('kernel_func', sorted(KERNEL_FUNCTIONS))
+def test_inline_without_residual_is_the_injective_linear_attention(kernel_func):
+    attn = InLineAttention(24, 3, kernel_func=kernel_func, local_residual=False).double()
+    assert not hasattr(attn, 'residual') and 'local_residual=False' in repr(attn)
+    x = torch.randn(2, 35, 24, dtype=torch.float64)
+    full = InLineAttention(24, 3, kernel_func=kernel_func).double()
+    full.load_state_dict(attn.state_dict(), strict=False)
+    _, weights = naive_inline_attention(full, x, (5, 7), return_weights=True)
+    ref = attn.proj((weights @ values(attn, x)).transpose(1, 2).reshape(2, 35, 24))
+    torch.testing.assert_close(attn(x, (5, 7)), ref, rtol=1e-10, atol=1e-10)
+    fp32 = InLineAttention(24, 3, kernel_func=kernel_func, local_residual=False)
+    fp32.load_state_dict({k: v.float() for k, v in attn.state_dict().items()})
+    torch.testing.assert_close(fp32(x.float(), (5, 7)), ref.float(), rtol=1e-4, atol=1e-4)
+
+
+def test_layout_letter_l():
+    assert parse_attn_layout('LLLS', [2, 2, 6, 2]) == [['linear'] * 2, ['linear'] * 2, ['linear'] * 6, ['window'] * 2]
+    assert parse_attn_layout('LIMS1', [2, 2, 3, 2])[2] == ['inline', 'window', 'window']
+    model = InLineSwinTransformer(arch=SMALL, attn_type='LLIS', linear_kernel_func='exp')
+    kinds = [type(b.attn).__name__ for stage in model.layers for b in stage.blocks]
+    assert kinds == ['LinearAttention'] * 4 + ['InLineAttention'] * 2 + ['WindowAttention'] * 2
+    assert model.layers[0].blocks[0].attn.kernel_func == 'exp'
+    outs = model(torch.randn(1, 3, 64, 96))
+    assert [tuple(o.shape) for o in outs] == [(1, 16, 16, 24), (1, 32, 8, 12), (1, 64, 4, 6), (1, 128, 2, 3)]
+
+
+def test_switches_keep_released_keys_and_only_drop_the_residual():
+    released = set(InLineSwinTransformer(arch='tiny').state_dict())
+    assert any('.attn.residual.' in k for k in released)
+    no_residual = set(InLineSwinTransformer(arch='tiny', local_residual=False).state_dict())
+    assert no_residual == {k for k in released if '.attn.residual.' not in k}
+    linear = set(InLineSwinTransformer(arch='tiny', attn_type='LLLS').state_dict())
+    assert linear == no_residual
+
+
+def test_iiis_and_llls_train_one_step_from_the_same_config():
+    pytest.importorskip('mmseg')
+    from mmengine.config import Config
+    from test_mmseg_configs import build_segmentor, demo_batch
+
+    config = osp.join(ROOT, 'mmseg_configs', 'inline-swin-mini_upernet_shapes-256x256.py')
+    grads = {}
+    for layout in ('IIIS', 'LLLS'):
+        cfg = Config.fromfile(config)
+        cfg.merge_from_dict({'model.backbone.attn_type': layout})
+        model = build_segmentor(cfg)
+        model.train()
+        data = model.data_preprocessor(demo_batch(cfg.model.decode_head.num_classes), True)
+        loss, _ = model.parse_losses(model(**data, mode='loss'))
+        assert torch.isfinite(loss)
+        loss.backward()
+        attn = model.backbone.layers[0].blocks[0].attn
+        grads[layout] = (type(attn).__name__, attn.qkv.weight.grad.abs().sum().item())
+    assert grads['IIIS'][0] == 'InLineAttention' and grads['LLLS'][0] == 'LinearAttention'
+    assert grads['IIIS'][1] > 0 and grads['LLLS'][1] > 0
