@@ -13,6 +13,12 @@ HW = (5, 7)
 N = HW[0] * HW[1]
 
 
+@pytest.fixture(autouse=True)
+def _no_grad():
+    with torch.no_grad():
+        yield
+
+
 def setup_layer(kernel_func='identity', heads=2, local_residual=True):
     attn = InLineAttention(8 * heads, heads, kernel_func=kernel_func, local_residual=local_residual).double()
     x = torch.randn(1, N, 8 * heads, dtype=torch.float64) * 2
@@ -32,9 +38,13 @@ def naive_negative(A, v):
     """Negative-weight statistics of rows A (S, N) with values v (N, d), written out per row."""
     shares = []
     for row in A:
-        o_neg = sum(row[j] * v[j] for j in range(len(row)) if row[j] < 0)
-        o_pos = sum(row[j] * v[j] for j in range(len(row)) if row[j] >= 0)
-        n_neg, n_pos = torch.as_tensor(o_neg).norm(), torch.as_tensor(o_pos).norm()
+        o_neg, o_pos = torch.zeros_like(v[0]), torch.zeros_like(v[0])
+        for j in range(len(row)):
+            if row[j] < 0:
+                o_neg += row[j] * v[j]
+            else:
+                o_pos += row[j] * v[j]
+        n_neg, n_pos = o_neg.norm(), o_pos.norm()
         shares.append(float(n_neg / (n_neg + n_pos)) if n_neg + n_pos > 0 else 0.0)
     return dict(negative_share=float((A < 0).double().mean()), min_scaled_weight=float(A.shape[1] * A.min()),
                 negative_output_share=sum(shares) / len(shares),

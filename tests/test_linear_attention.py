@@ -36,7 +36,7 @@ def test_linear_attention_matches_naive_and_rows_sum_to_one(kernel_func):
     ref = attn.proj((weights @ values(attn, x)).transpose(1, 2).reshape(2, 35, 24))
     torch.testing.assert_close(attn(x, (5, 7)), ref, rtol=1e-10, atol=1e-10)
     assert (weights >= 0).all()
-    torch.testing.assert_close(weights.sum(-1), torch.ones_like(weights[..., 0]), rtol=0, atol=1e-4)
+    assert (weights.sum(-1) <= 1).all() and (weights.sum(-1) > 1 - 1e-3).all()    # 1 up to eps
 
 
 def test_linear_attention_is_blind_to_query_scale_and_rejects_signed_kernels():

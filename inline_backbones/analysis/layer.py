@@ -44,7 +44,7 @@ def analyze_layer(record, settings, points=()):
     index = st.sample_queries(N, settings.num_queries, generator)
     points = torch.as_tensor(points, dtype=torch.long)
     heads, pairs_out = [], []
-    maps = {'inline': torch.zeros(len(points), N), 'linear': torch.zeros(len(points), N)}
+    maps = {kind: torch.zeros(len(points), N, dtype=tokens.dtype) for kind in ('inline', 'linear')}
     attn_total, local_total = [], []
     with torch.no_grad():
         q, k, v = head_qkv(module, tokens)
