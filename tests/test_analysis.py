@@ -98,19 +98,19 @@ def test_negative_weights_and_locality_equal_naive():
     q, k, v = head_qkv(attn, x[0])
     index = torch.tensor([0, 1, 6, 8, 20, 34])               # corners, borders and inside
     rows = inline_rows(q[0], k[0])
-    got = st.negative_weights(rows, index, v[0], chunk=4)
+    got, = st.row_statistics(rows, index, 4, st.NegativeWeights(v[0]))
     want = naive_negative(inline_A[0, index], v[0])
     assert want['negative_share'] > 0 and want['min_scaled_weight'] < 0       # the case under test
     assert got == pytest.approx(want, rel=1e-9, abs=1e-12)
     for kind, A in (('inline', inline_A), ('linear', linear_A)):
         rows = inline_rows(q[0], k[0]) if kind == 'inline' else linear_rows(q[0], k[0])
-        got = st.locality(rows, index, HW, chunk=4)
+        got, = st.row_statistics(rows, index, 4, st.Locality(index, HW))
         for size in (3, 7):
             mass, uniform = naive_locality(A[0, index], index, size)
             assert got[f'mass_{size}x{size}'] == pytest.approx(mass, rel=1e-9)
             assert got[f'uniform_{size}x{size}'] == pytest.approx(uniform, rel=1e-12)
             assert got[f'ratio_{size}x{size}'] == pytest.approx(mass / uniform, rel=1e-9)
-    assert st.negative_weights(linear_rows(q[0], k[0]), index, v[0])['negative_share'] == 0
+    assert st.row_statistics(linear_rows(q[0], k[0]), index, 64, st.NegativeWeights(v[0]))[0]['negative_share'] == 0
 
 
 def test_pairs_and_total_variation_equal_naive():

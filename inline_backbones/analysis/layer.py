@@ -53,10 +53,13 @@ def analyze_layer(record, settings, points=()):
             kinds = {'inline': inline_rows(q[head], k[head], module.kernel_func),
                      'linear': linear_rows(q[head], k[head], settings.linear_kernel)}
             pairs = st.query_pairs(q[head], index, settings.num_pairs, generator)
-            stats = {'head': head, 'negative': st.negative_weights(kinds['inline'], index, v[head], settings.chunk)}
+            stats = {'head': head}
+            stats['negative'], stats['locality_inline'] = st.row_statistics(
+                kinds['inline'], index, settings.chunk, st.NegativeWeights(v[head]), st.Locality(index, hw_shape))
+            stats['locality_linear'], = st.row_statistics(kinds['linear'], index, settings.chunk,
+                                                          st.Locality(index, hw_shape))
             distances = {}
             for kind, rows in kinds.items():
-                stats[f'locality_{kind}'] = st.locality(rows, index, hw_shape, chunk=settings.chunk)
                 cosine, distances[kind] = st.pair_distances(rows, q[head], pairs, settings.chunk)
                 stats[f'injectivity_{kind}'] = st.confusion(cosine, distances[kind])
                 if len(points):

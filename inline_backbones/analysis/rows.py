@@ -29,7 +29,9 @@ class AffineRows(NamedTuple):
 
     def rows(self, index):
         """Exact rows ``A[index]`` (len(index) x N)."""
-        return self.coeffs[index] @ self.keys.T + self.offset
+        if self.offset:
+            return torch.addmm(self.coeffs.new_tensor(self.offset), self.coeffs[index], self.keys.T)
+        return self.coeffs[index] @ self.keys.T
 
     def chunks(self, index, chunk):
         """Yield ``(positions, rows)``: ``rows = A[index[positions]]`` for consecutive ``chunk``-sized slices."""

@@ -26,23 +26,31 @@ def sample_queries(num_tokens, num_queries, generator):
     return torch.randperm(num_tokens, generator=generator)[:num_queries].sort().values
 
 
-def negative_weights(rows, index, v, chunk=64):
-    """Negative-weight statistics of the rows ``index`` of ``rows`` (:class:`AffineRows`) with values v (N x d)."""
-    num_tokens = rows.keys.shape[0]
-    count = neg_count = 0
-    minimum = float('inf')
-    output_share = neg_mass = abs_mass = 0.0
-    for _, a in rows.chunks(index, chunk):
-        a_neg = torch.where(a < 0, a, torch.zeros_like(a))
-        norm_neg, norm_pos = (a_neg @ v).norm(dim=1), ((a - a_neg) @ v).norm(dim=1)
-        output_share += (norm_neg / (norm_neg + norm_pos).clamp_min(torch.finfo(a.dtype).tiny)).sum().item()
-        count += a.numel()
-        neg_count += (a < 0).sum().item()
-        minimum = min(minimum, a.min().item())
-        neg_mass += -a_neg.sum().item()
-        abs_mass += a.abs().sum().item()
-    return dict(negative_share=neg_count / count, min_scaled_weight=num_tokens * minimum,
-                negative_output_share=output_share / len(index), negative_mass_share=neg_mass / abs_mass)
+class NegativeWeights:
+    """Negative-weight statistics of rows fed chunk by chunk (:func:`row_statistics`); v: values (N x d)."""
+
+    def __init__(self, v):
+        self.v = v
+        self.count = self.neg_count = 0
+        self.minimum = float('inf')
+        self.output_share = self.neg_mass = self.mass = 0.0
+
+    def update(self, positions, a):
+        a_neg = a.clamp(max=0)
+        out_neg = a_neg @ self.v
+        norm_neg, norm_pos = out_neg.norm(dim=1), (a @ self.v - out_neg).norm(dim=1)   # o+ = A v - o-
+        self.output_share += (norm_neg / (norm_neg + norm_pos).clamp_min(torch.finfo(a.dtype).tiny)).sum().item()
+        self.count += a.numel()
+        self.neg_count += torch.count_nonzero(a_neg).item()
+        self.minimum = min(self.minimum, a.min().item())
+        self.neg_mass -= a_neg.sum().item()
+        self.mass += a.sum().item()
+
+    def result(self):
+        num_rows = self.count // self.v.shape[0]
+        return dict(negative_share=self.neg_count / self.count, min_scaled_weight=self.v.shape[0] * self.minimum,
+                    negative_output_share=self.output_share / num_rows,
+                    negative_mass_share=self.neg_mass / (self.mass + 2 * self.neg_mass))   # sum|A| = sum A - 2 sum A-
 
 
 def neighbourhoods(index, hw_shape, size):
@@ -57,21 +65,35 @@ def neighbourhoods(index, hw_shape, size):
     return flat.flatten(1), valid.flatten(1)
 
 
-def locality(rows, index, hw_shape, sizes=(3, 7), chunk=64):
-    """Mean attention mass on each query's size x size neighbourhood, its uniform share and their ratio."""
-    num_tokens = rows.keys.shape[0]
-    neigh = {size: neighbourhoods(index, hw_shape, size) for size in sizes}
-    mass = dict.fromkeys(sizes, 0.0)
+class Locality:
+    """Mean attention mass on each sampled query's size x size neighbourhood, its uniform share and ratio."""
+
+    def __init__(self, index, hw_shape, sizes=(3, 7)):
+        self.num_queries, self.num_tokens = len(index), hw_shape[0] * hw_shape[1]
+        self.neigh = {size: neighbourhoods(index, hw_shape, size) for size in sizes}
+        self.mass = dict.fromkeys(sizes, 0.0)
+
+    def update(self, positions, a):
+        for size, (flat, valid) in self.neigh.items():
+            self.mass[size] += (a.gather(1, flat[positions]) * valid[positions]).sum().item()
+
+    def result(self):
+        stats = {}
+        for size, (_, valid) in self.neigh.items():
+            mass = self.mass[size] / self.num_queries
+            uniform = valid.sum().item() / self.num_tokens / self.num_queries
+            stats.update({f'mass_{size}x{size}': mass, f'uniform_{size}x{size}': uniform,
+                          f'ratio_{size}x{size}': mass / uniform})
+        return stats
+
+
+def row_statistics(rows, index, chunk, *statistics):
+    """Feed the rows ``index`` of ``rows`` (:class:`~.rows.AffineRows`), ``chunk`` at a time, to each
+    statistic (:class:`NegativeWeights`, :class:`Locality`); return their results."""
     for positions, a in rows.chunks(index, chunk):
-        for size, (flat, valid) in neigh.items():
-            mass[size] += (a.gather(1, flat[positions]) * valid[positions]).sum().item()
-    stats = {}
-    for size, (_, valid) in neigh.items():
-        uniform = valid.sum().item() / num_tokens / len(index)
-        stats[f'mass_{size}x{size}'] = mass[size] / len(index)
-        stats[f'uniform_{size}x{size}'] = uniform
-        stats[f'ratio_{size}x{size}'] = mass[size] / len(index) / uniform
-    return stats
+        for statistic in statistics:
+            statistic.update(positions, a)
+    return [statistic.result() for statistic in statistics]
 
 
 def query_pairs(q, index, num_random, generator):
@@ -91,8 +113,8 @@ def query_pairs(q, index, num_random, generator):
 def pair_distances(rows, q, pairs, chunk=64):
     """(cosine of the raw queries, total variation of the rows) for each pair (P x 2 token indices)."""
     cosine = torch.nn.functional.cosine_similarity(q[pairs[:, 0]], q[pairs[:, 1]], dim=1)
-    tv = torch.cat([0.5 * ((rows.coeffs[p[:, 0]] - rows.coeffs[p[:, 1]]) @ rows.keys.T).abs().sum(1)
-                    for p in pairs.split(chunk)])
+    tv = torch.cat([0.5 * torch.linalg.vector_norm((rows.coeffs[p[:, 0]] - rows.coeffs[p[:, 1]]) @ rows.keys.T,
+                                                   ord=1, dim=1) for p in pairs.split(chunk)])
     return cosine, tv
 
 
