@@ -68,10 +68,11 @@ def load_image(path, norm, size=None, resize=None):
     return rgb, tensor.permute(2, 0, 1).unsqueeze(0).contiguous()
 
 
-def object_points(rgb, num_points, min_distance=0.2):
+def object_points(rgb, num_points, min_distance=0.2, min_saliency=0.5):
     """Up to ``num_points`` pixel points (x, y) on objects: the maxima of the colour distance to the
     image's median colour (the background's, when objects cover less than half of it), box-blurred so
-    that they fall inside objects, each at least ``min_distance`` of the shorter side from the others."""
+    that they fall inside objects, each at least ``min_distance`` of the shorter side from the others and
+    at least ``min_saliency`` times as salient as the first."""
     height, width = rgb.shape[:2]
     step = max(1, min(height, width) // 64)
     small = rgb[::step, ::step].astype(np.float32)
@@ -80,10 +81,10 @@ def object_points(rgb, num_points, min_distance=0.2):
     saliency = cv2.blur(saliency, (blur, blur))
     ys, xs = np.mgrid[:small.shape[0], :small.shape[1]]
     radius = min_distance * min(small.shape[:2])
-    points = []
+    points, first = [], saliency.max()
     for _ in range(num_points):
         y, x = np.unravel_index(np.argmax(saliency), saliency.shape)
-        if saliency[y, x] < 0:
+        if saliency[y, x] < min_saliency * first:
             break
         points.append((int(x * step + step // 2), int(y * step + step // 2)))
         saliency[(ys - y) ** 2 + (xs - x) ** 2 < radius ** 2] = -1

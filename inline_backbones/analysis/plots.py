@@ -1,12 +1,24 @@
-"""Pictures of the attention analysis (matplotlib, Agg): query maps, per-layer summary, pair scatter."""
+"""Pictures of the attention analysis (matplotlib, Agg): query maps, per-layer summary, pair scatter.
+Saved as palette PNGs (128 colours) to keep them small."""
+import io
+
 import matplotlib
 
 matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import TwoSlopeNorm  # noqa: E402
+from PIL import Image  # noqa: E402
 
 DPI = 72
+
+
+def _save(fig, path):
+    buffer = io.BytesIO()
+    fig.savefig(buffer, dpi=DPI, format='png')
+    plt.close(fig)
+    buffer.seek(0)
+    Image.open(buffer).convert('RGB').quantize(colors=128).save(path, optimize=True)
 
 
 def plot_query_maps(path, image, points, maps, title):
@@ -30,8 +42,7 @@ def plot_query_maps(path, image, points, maps, title):
             ax.set_yticks([])
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def plot_layer_summary(path, summary, title):
@@ -47,7 +58,7 @@ def plot_layer_summary(path, summary, title):
                                        ('output share', 'negative.negative_output_share')], False),
         ('min N*A (InLine, sampled rows)', [('min N*A', 'negative.min_scaled_weight')], False),
         ('3x3 mass / uniform share', [('InLine', 'locality_inline.ratio_3x3'),
-                                      ('linear', 'locality_linear.ratio_3x3')], True),
+                                      ('linear', 'locality_linear.ratio_3x3')], False),
         ('|3x3 residual| / |attention|', [('ratio', 'residual_to_attention_norm')], False),
         ('confused pairs (cos<0.99, TV<1e-3)', [('InLine', 'injectivity_inline.confused_share'),
                                                 ('linear', 'injectivity_linear.confused_share')], False),
@@ -66,8 +77,7 @@ def plot_layer_summary(path, summary, title):
         ax.grid(alpha=0.3)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def plot_pair_scatter(path, layers, title):
@@ -91,5 +101,4 @@ def plot_pair_scatter(path, layers, title):
         ax.axis('off')
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
-    plt.close(fig)
+    _save(fig, path)
