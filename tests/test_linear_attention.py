@@ -89,6 +89,7 @@ def test_switches_keep_released_keys_and_only_drop_the_residual():
 def test_iiis_and_llls_train_one_step_from_the_same_config():
     pytest.importorskip('mmseg')
     from mmengine.config import Config
+    from mmengine.registry import DefaultScope
     from test_mmseg_configs import build_segmentor, demo_batch
 
     config = osp.join(ROOT, 'mmseg_configs', 'inline-swin-mini_upernet_shapes-256x256.py')
@@ -96,7 +97,8 @@ def test_iiis_and_llls_train_one_step_from_the_same_config():
     for layout in ('IIIS', 'LLLS'):
         cfg = Config.fromfile(config)
         cfg.merge_from_dict({'model.backbone.attn_type': layout})
-        model = build_segmentor(cfg)
+        with DefaultScope.overwrite_default_scope('mmseg'):     # the mmseg scope does not leak into other tests
+            model = build_segmentor(cfg)
         model.train()
         data = model.data_preprocessor(demo_batch(cfg.model.decode_head.num_classes), True)
         loss, _ = model.parse_losses(model(**data, mode='loss'))
