@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from inline_backbones import CheckpointMismatchError, InLineSwinClassifier
+from inline_backbones.analysis import flop_analyzer
 from inline_backbones.checkpoint import RELEASED_BUFFERS
 
 VARIANTS = {'tiny': 'inline_swin_tiny', 'small': 'inline_swin_small', 'base': 'inline_swin_base'}
@@ -146,17 +147,34 @@ def test_missing_file_and_missing_source_fail():
         timm.create_model('inline_swin_tiny', pretrained=True, **rf.mini_arch('IIIS'), attn_type='IIIS')
 
 
+@pytest.fixture(scope='module')
+def full_models():
+    """The T/S/B classifiers (random weights), each built once for this module."""
+    return {arch: timm.create_model(name).eval() for arch, name in VARIANTS.items()}
+
+
 @pytest.mark.parametrize('arch', VARIANTS)
-def test_state_dict_is_exactly_the_released_one(arch):
+def test_state_dict_is_exactly_the_released_one(arch, full_models):
     """Every key and shape of the downloadable T/S/B files, except the buffers the model rebuilds."""
     released = json.loads((rf.FIXTURE_DIR / 'released_state_dict_shapes.json').read_text())[arch]
-    model = timm.create_model(VARIANTS[arch])
+    model = full_models[arch]
     ours = {k: list(v.shape) for k, v in model.state_dict().items()}
     dropped = {k for k in released['state_dict'] if k.endswith(RELEASED_BUFFERS)}
     assert {k: v for k, v in released['state_dict'].items() if k not in dropped} == ours
-    # what is dropped, on purpose: the softmax blocks' index tables and the shifted blocks' masks
-    assert {k.rsplit('.', 1)[-1] for k in dropped} == {'relative_position_index', 'attn_mask'}
+    # dropped on purpose: the softmax blocks' index tables and shifted blocks' masks, rebuilt by our modules
+    modules = dict(model.named_modules())
+    for key in dropped:
+        owner, name = key.rsplit('.', 1)
+        assert name in ('relative_position_index', 'attn_mask') and owner in modules, key
     assert model.attn_type == released['config']['attn_type']
+
+
+def test_tiny_flops_at_224_are_the_papers(full_models):
+    """4.48 GMACs counted by mmengine's analysis (attention and dynamic conv included); paper 4.5G."""
+    with torch.no_grad():
+        flops = flop_analyzer(full_models['tiny'], (torch.randn(1, 3, 224, 224),)).total()
+    assert flops == pytest.approx(4.5e9, rel=0.01)
+    assert sum(p.numel() for p in full_models['tiny'].parameters()) == 29_223_544  # the released file's count
 
 
 def test_import_registers_the_models_without_mmdet_or_mmseg():
