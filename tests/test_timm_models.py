@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from inline_backbones import CheckpointMismatchError, InLineSwinClassifier
 from inline_backbones.analysis import flop_analyzer
-from inline_backbones.checkpoint import RELEASED_BUFFERS
+from inline_backbones.checkpoint import RELEASED_BUFFERS, load_checkpoint_file
 
 VARIANTS = {'tiny': 'inline_swin_tiny', 'small': 'inline_swin_small', 'base': 'inline_swin_base'}
 
@@ -114,6 +114,19 @@ def test_features_only_out_indices():
     with torch.no_grad():
         maps = features(torch.randn(1, 3, 96, 128))
     assert [tuple(m.shape) for m in maps] == [(1, 32, 12, 16), (1, 128, 3, 4)]
+
+
+def test_state_dict_overlay_goes_through_the_same_checks():
+    """timm's other source, a state dict in memory, meets the same filter: loads as released, or fails by name."""
+    expected = rf.expected('IIIS')
+    checkpoint = load_checkpoint_file(rf.checkpoint_path('IIIS'))
+    model = timm.create_model('inline_swin_tiny', pretrained=True, pretrained_cfg_overlay=dict(state_dict=checkpoint),
+                              attn_type='IIIS', **rf.mini_arch('IIIS')).eval()
+    with torch.no_grad():
+        assert rel_diff(model(expected['x']), expected['identity']['logits']) < 1e-4
+    with pytest.raises(CheckpointMismatchError, match='missing in checkpoint'):
+        timm.create_model('inline_swin_tiny', pretrained=True, pretrained_cfg_overlay=dict(state_dict=checkpoint),
+                          attn_type='IISS', **rf.mini_arch('IISS'))
 
 
 def test_other_arch_fails_by_name():

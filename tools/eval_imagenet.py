@@ -1,7 +1,7 @@
 """Top-1 / top-5 of an InLine-Swin classifier checkpoint on an ImageFolder-layout validation set.
 
     python tools/eval_imagenet.py DATA_DIR --model inline_swin_tiny --checkpoint inline_swin_t.pth
-        [--num-classes N] [--model-args JSON] [--batch-size 64] [--workers 4]
+        [--num-classes N] [--model-args JSON] [--crop-pct F] [--batch-size 64] [--workers 4]
         [--device auto|cpu|cuda] [--bf16] [--out result.json]
 
 ``DATA_DIR`` holds one folder of images per class (ImageNet val sorted into its 1000 synset folders,
@@ -83,7 +83,7 @@ def evaluate(model, loader, device, bf16=False, progress=True):
 def run(args):
     device = resolve_device(args.device)
     model = build_model(args.model, args.checkpoint, args.num_classes, args.model_args).to(device).eval()
-    data_config = resolve_data_config(model=model)
+    data_config = resolve_data_config(args={} if args.crop_pct is None else dict(crop_pct=args.crop_pct), model=model)
     dataset, label_mode = build_dataset(args.data, create_transform(**data_config), model.num_classes)
     loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch_size, shuffle=False,
                                          num_workers=args.workers, pin_memory=device.type == 'cuda')
@@ -105,6 +105,8 @@ def parse_args(argv=None):
     parser.add_argument('--num-classes', type=int, help="classes of the checkpoint's head (default 1000)")
     parser.add_argument('--model-args', type=json.loads, default={},
                         help='JSON of extra model keyword arguments, e.g. \'{"kernel_func": "relu"}\'')
+    parser.add_argument('--crop-pct', type=float,
+                        help="centre-crop fraction instead of the model's (0.875: the authors' resize 256 / crop 224)")
     parser.add_argument('--batch-size', type=int, default=64)
     parser.add_argument('--workers', type=int, default=4)
     parser.add_argument('--device', default='auto', help='auto | cpu | cuda | cuda:N')
