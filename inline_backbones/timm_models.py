@@ -83,6 +83,12 @@ class InLineSwinClassifier(InLineSwinTransformer):
             nn.init.trunc_normal_(self.head.weight, std=.02)
             nn.init.zeros_(self.head.bias)
 
+    def set_grad_checkpointing(self, enable=True):
+        """Gradient checkpointing of every block (the backbone's ``with_cp``)."""
+        for stage in self.layers:
+            for block in stage.blocks:
+                block.with_cp = enable
+
     def no_weight_decay(self):
         """Relative position bias tables are not decayed (as in Swin's and InLine's training)."""
         return {n for n, _ in self.named_parameters() if n.endswith('relative_position_bias_table')}
@@ -118,15 +124,16 @@ class InLineSwinClassifier(InLineSwinTransformer):
 
     def forward_intermediates(self, x, indices=None, norm=False, stop_early=False, output_fmt='NCHW',
                               intermediates_only=False):
-        """Stage maps for ``features_only`` (timm's interface): the NCHW outputs of the stages in
-        ``indices`` (before patch merging; the last one through ``norm`` if ``norm``), and unless
-        ``intermediates_only`` also the final normalised tokens."""
+        """Stage maps for ``features_only`` (timm's interface): the NCHW (or NHWC) outputs of the stages
+        in ``indices`` (before patch merging; the last one through ``norm`` if ``norm``), and unless
+        ``intermediates_only`` also the final normalised tokens. With ``intermediates_only`` the stages
+        after the last index are skipped (``stop_early`` is implied); otherwise all run."""
         if output_fmt not in ('NCHW', 'NHWC'):
             raise ValueError(f"output_fmt must be 'NCHW' or 'NHWC', got {output_fmt!r}")
         take_indices, max_index = feature_take_indices(len(self.layers), indices)
         last = len(self.layers) - 1
         intermediates = []
-        for i, (out, (H, W)) in enumerate(self._stages(x, max_index if stop_early or intermediates_only else None)):
+        for i, (out, (H, W)) in enumerate(self._stages(x, max_index if intermediates_only else None)):
             if i in take_indices:
                 y = self.norm(out) if norm and i == last else out
                 y = y.view(-1, H, W, y.shape[-1])

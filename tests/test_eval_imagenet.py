@@ -95,7 +95,8 @@ def test_cli_end_to_end_with_a_head_of_n_classes(tmp_path):
 
     model_args = json.dumps({**rf.mini_arch('IIIS'), 'attn_type': 'IIIS'})
     out = subprocess.run(
-        [sys.executable, str(TOOL), str(data), '--model', 'inline_swin_tiny', '--checkpoint', str(tmp_path / 'ckpt.pth'),
+        [sys.executable, str(TOOL), str(data), '--model', 'inline_swin_tiny',
+         '--checkpoint', str(tmp_path / 'ckpt.pth'),
          '--num-classes', '6', '--model-args', model_args, '--batch-size', '4', '--workers', '1',
          '--device', 'cpu', '--out', str(tmp_path / 'result.json')],
         capture_output=True, text=True, timeout=300, env={**os.environ, 'PYTHONWARNINGS': 'ignore'})

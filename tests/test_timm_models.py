@@ -114,6 +114,28 @@ def test_features_only_out_indices():
     with torch.no_grad():
         maps = features(torch.randn(1, 3, 96, 128))
     assert [tuple(m.shape) for m in maps] == [(1, 32, 12, 16), (1, 128, 3, 4)]
+    early = released_classifier('IISS', features_only=True, out_indices=(0, 1))
+    assert len(early.model.layers) == 2                      # later stages pruned, as timm does
+    x = torch.randn(1, 3, 96, 128)
+    with torch.no_grad():
+        for a, b in zip(early(x), features.model.forward_intermediates(x, indices=(0, 1), intermediates_only=True)):
+            assert torch.equal(a, b)
+
+
+def test_forward_intermediates_and_grad_checkpointing():
+    model = released_classifier('IIMS2')
+    x = torch.randn(2, 3, 64, 96)
+    with torch.no_grad():
+        final, maps = model.forward_intermediates(x)
+        torch.testing.assert_close(final, model.forward_features(x), rtol=0, atol=0)
+    assert [tuple(m.shape[1:]) for m in maps] == [(16, 16, 24), (32, 8, 12), (64, 4, 6), (128, 2, 3)]
+    grads = []
+    for enable in (False, True):
+        model.zero_grad()
+        model.set_grad_checkpointing(enable)
+        model(x.requires_grad_()).square().mean().backward()
+        grads.append(model.patch_embed.proj.weight.grad.clone())
+    torch.testing.assert_close(grads[0], grads[1])
 
 
 def test_state_dict_overlay_goes_through_the_same_checks():

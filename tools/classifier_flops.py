@@ -6,7 +6,8 @@
 FLOPs are multiply-adds of one image counted by mmengine's ``FlopAnalyzer`` through
 ``inline_backbones.analysis.flop_analyzer`` (linear layers, convolutions, attention matmuls and InLine's
 dynamic depthwise 3x3 counted, layer norms by mmengine's own handle; activations, residual adds and
-softmax not counted, as in fvcore and mmdet's/mmseg's ``get_flops.py``). ``--reference`` adds timm models (e.g. timm's Swin) counted the same way, for comparison.
+softmax not counted, as in fvcore and mmdet's/mmseg's ``get_flops.py``). ``--reference`` adds timm
+models (e.g. timm's Swin) counted the same way, for comparison.
 """
 import argparse
 
@@ -29,6 +30,13 @@ def count(name, size=224):
         return params, analyzer.total(), dict(analyzer.by_operator())
 
 
+def _vs_paper(ours, paper, unit, suffix):
+    """Table cells: the paper's figure and our relative difference to it."""
+    if paper is None:
+        return ['-', '-']
+    return [f'{paper / unit:g}{suffix}', f'{100 * (ours / paper - 1):+.1f}%']
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--models', nargs='+', default=list(PAPER))
@@ -39,10 +47,8 @@ def main():
     for name in args.models + args.reference:
         params, flops, by_op = count(name, args.size)
         paper_params, paper_flops = PAPER.get(name, (None, None))
-        cells = [name, f'{params / 1e6:.2f}M']
-        cells += [f'{paper_params / 1e6:.0f}M', f'{100 * (params / paper_params - 1):+.1f}%'] if paper_params else ['-', '-']
-        cells.append(f'{flops / 1e9:.2f}G')
-        cells += [f'{paper_flops / 1e9:.1f}G', f'{100 * (flops / paper_flops - 1):+.1f}%'] if paper_flops else ['-', '-']
+        cells = [name, f'{params / 1e6:.2f}M', *_vs_paper(params, paper_params, 1e6, 'M'),
+                 f'{flops / 1e9:.2f}G', *_vs_paper(flops, paper_flops, 1e9, 'G')]
         print('| ' + ' | '.join(cells) + ' |', flush=True)
         print('  by operator (G): ' + ', '.join(f'{k} {v / 1e9:.3f}' for k, v in sorted(by_op.items())), flush=True)
 
