@@ -21,7 +21,6 @@ it strictly: anything missing, unexpected or mis-shaped raises
 """
 import logging
 
-import torch
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models._features import feature_take_indices
@@ -41,7 +40,8 @@ class InLineSwinClassifier(InLineSwinTransformer):
         num_classes (int): Classes of ``head``; 0 leaves the pooled features (``head`` is Identity).
         global_pool (str): ``'avg'`` (mean over tokens) or ``''`` (no pooling: per-token logits).
         in_chans (int): Input channels.
-        drop_rate (float): Dropout before the head and inside the trunk (as the released models).
+        drop_rate (float): Dropout after patch embedding, in MLPs and after attention projections
+            (none before the head, as in the released models).
         **kwargs: other :class:`InLineSwinTransformer` arguments (``kernel_func``, ``window_size``,
             ``drop_path_rate``, ``with_cp``, ...).
     """
@@ -57,13 +57,13 @@ class InLineSwinClassifier(InLineSwinTransformer):
         # The backbone's output norm of the last stage is the released model's final ``norm``.
         self.norm = self._modules.pop(f'norm{last}')
         self.out_indices = ()
-        stage_dims = [embed_dims * 2 ** i for i in range(len(depths))]
-        self.feature_info = [dict(num_chs=c, reduction=4 * 2 ** i, module=f'layers.{i}')
-                             for i, c in enumerate(stage_dims)]
-        self.num_features = self.head_hidden_size = stage_dims[-1]
+        stride = self.patch_embed.patch_size
+        self.feature_info = [dict(num_chs=c, reduction=stride * 2 ** i, module=f'layers.{i}')
+                             for i, c in enumerate(self.num_features)]
+        # timm's convention from here on: num_features is the width of the pooled features.
+        self.num_features = self.head_hidden_size = self.num_features[-1]
         self.num_classes = num_classes
         self.global_pool = global_pool
-        self.head_drop = nn.Dropout(drop_rate)
         self.head = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
         self.init_weights()
 
@@ -113,10 +113,9 @@ class InLineSwinClassifier(InLineSwinTransformer):
         return self.norm(out)
 
     def forward_head(self, x, pre_logits=False):
-        """Tokens (B, N, C) -> average over N (``global_pool='avg'``) -> dropout -> ``head``."""
+        """Tokens (B, N, C) -> average over N (``global_pool='avg'``) -> ``head``."""
         if self.global_pool == 'avg':
             x = x.mean(dim=1)
-        x = self.head_drop(x)
         return x if pre_logits else self.head(x)
 
     def forward(self, x):
