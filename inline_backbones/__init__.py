@@ -3,14 +3,16 @@
 Importing the package registers :class:`InLineSwinTransformer` in the ``inline_backbones`` registry
 scope (reach it from any mmdet/mmseg config as ``type='inline_backbones.InLineSwinTransformer'``) and
 allow-lists the classes of mmengine Runner checkpoints for torch's safe ``weights_only`` loading.
+It also registers the ImageNet classifiers ``inline_swin_{tiny,small,base}`` with timm.
 It imports neither mmdet nor mmseg.
 """
 from .checkpoint import CheckpointMismatchError, allow_mmengine_checkpoints, load_pretrained
 from .models import InLineAttention, InLineSwinTransformer, WindowAttention, parse_attn_layout
 from .registry import MODELS
+from .timm_models import InLineSwinClassifier  # registers inline_swin_{tiny,small,base} with timm
 
 allow_mmengine_checkpoints()
 
 __version__ = '0.1.0'
-__all__ = ['CheckpointMismatchError', 'InLineAttention', 'InLineSwinTransformer', 'MODELS', 'WindowAttention',
-           'allow_mmengine_checkpoints', 'load_pretrained', 'parse_attn_layout']
+__all__ = ['CheckpointMismatchError', 'InLineAttention', 'InLineSwinClassifier', 'InLineSwinTransformer', 'MODELS',
+           'WindowAttention', 'allow_mmengine_checkpoints', 'load_pretrained', 'parse_attn_layout']

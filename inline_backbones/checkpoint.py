@@ -99,9 +99,31 @@ def extract_state_dict(checkpoint, prefix=None):
     return state_dict
 
 
+# Buffers of the released models that our modules rebuild instead of keeping in their state dicts.
+RELEASED_BUFFERS = ('.relative_position_index', '.attn_mask')
+
+
 def _is_dropped(key):
     """Keys of the ImageNet model that the backbone drops on purpose: classifier, final norm, buffers."""
-    return (key.startswith(('head.', 'norm.')) or key.endswith(('.relative_position_index', '.attn_mask')))
+    return key.startswith(('head.', 'norm.')) or key.endswith(RELEASED_BUFFERS)
+
+
+def check_state_dict(model, state_dict, source, optional_prefixes=()):
+    """Raise :class:`CheckpointMismatchError` naming every key of ``model`` missing from ``state_dict``
+    (except those starting with ``optional_prefixes``), every unexpected key and every shape mismatch."""
+    own = model.state_dict()
+    missing = [k for k in own if k not in state_dict and not k.startswith(optional_prefixes)]
+    unexpected = [k for k in state_dict if k not in own]
+    mismatched = [f'{k}: checkpoint {tuple(state_dict[k].shape)} vs model {tuple(own[k].shape)}'
+                  for k in state_dict if k in own and state_dict[k].shape != own[k].shape]
+    if missing or unexpected or mismatched:
+        lines = [f'checkpoint {str(source)!r} does not fit {type(model).__name__} '
+                 f'(check arch, attn_type and that this is an InLine-Swin checkpoint):']
+        for title, keys in (('missing in checkpoint', missing), ('unexpected in checkpoint', unexpected),
+                            ('shape mismatch', mismatched)):
+            if keys:
+                lines.append(f'  {title} ({len(keys)}): ' + ', '.join(keys[:20]) + (' ...' if len(keys) > 20 else ''))
+        raise CheckpointMismatchError('\n'.join(lines))
 
 
 def load_pretrained(model, path, prefix=None, optional_prefixes=('norm0.', 'norm1.', 'norm2.', 'norm3.')):
@@ -112,18 +134,6 @@ def load_pretrained(model, path, prefix=None, optional_prefixes=('norm0.', 'norm
     """
     state_dict = {k: v for k, v in extract_state_dict(load_checkpoint_file(path), prefix).items()
                   if not _is_dropped(k)}
-    own = model.state_dict()
-    missing = [k for k in own if k not in state_dict and not k.startswith(optional_prefixes)]
-    unexpected = [k for k in state_dict if k not in own]
-    mismatched = [f'{k}: checkpoint {tuple(state_dict[k].shape)} vs model {tuple(own[k].shape)}'
-                  for k in state_dict if k in own and state_dict[k].shape != own[k].shape]
-    if missing or unexpected or mismatched:
-        lines = [f'checkpoint {path!r} does not fit {type(model).__name__} '
-                 f'(check arch, attn_type and that this is an InLine-Swin checkpoint):']
-        for title, keys in (('missing in checkpoint', missing), ('unexpected in checkpoint', unexpected),
-                            ('shape mismatch', mismatched)):
-            if keys:
-                lines.append(f'  {title} ({len(keys)}): ' + ', '.join(keys[:20]) + (' ...' if len(keys) > 20 else ''))
-        raise CheckpointMismatchError('\n'.join(lines))
+    check_state_dict(model, state_dict, path, optional_prefixes)
     model.load_state_dict(state_dict, strict=False)
     return sorted(state_dict)

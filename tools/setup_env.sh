@@ -21,7 +21,7 @@ CACHE="$(abspath "${INLINE_CACHE:-$HOME/.cache/inline_backbones}")"
 REQ="$ROOT/requirements.txt"
 REQ_TEST="$ROOT/requirements-test.txt"
 STAMP="$VENV/.inline_setup_done"
-LOG="$CACHE/mmcv-build.log"
+LOG="$CACHE/setup.log"
 MODE="${1:-install}"
 case "$MODE" in install|--plan) ;; *) echo "usage: bash tools/setup_env.sh [--plan]" >&2; exit 2 ;; esac
 

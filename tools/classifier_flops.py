@@ -1,0 +1,57 @@
+"""Params and FLOPs of the InLine-Swin ImageNet classifiers (timm models) at 224x224, against the paper.
+
+    python tools/classifier_flops.py [--models inline_swin_tiny inline_swin_small inline_swin_base]
+        [--size 224] [--reference swin_tiny_patch4_window7_224 ...]
+
+FLOPs are multiply-adds of one image counted by mmengine's ``FlopAnalyzer`` through
+``inline_backbones.analysis.flop_analyzer`` (linear layers, convolutions, attention matmuls and InLine's
+dynamic depthwise 3x3 counted, layer norms by mmengine's own handle; activations, residual adds and
+softmax not counted, as in fvcore and mmdet's/mmseg's ``get_flops.py``). ``--reference`` adds timm
+models (e.g. timm's Swin) counted the same way, for comparison.
+"""
+import argparse
+
+import timm
+import torch
+
+import inline_backbones  # noqa: F401 - registers the inline_swin_* models with timm
+from inline_backbones.analysis import flop_analyzer
+
+# InLine paper / LeapLabTHU/InLine README: params, FLOPs at 224 (and ImageNet-1k top-1).
+PAPER = {'inline_swin_tiny': (30e6, 4.5e9), 'inline_swin_small': (50e6, 8.7e9), 'inline_swin_base': (88e6, 15.4e9)}
+
+
+def count(name, size=224):
+    """(params, FLOPs, FLOPs by operator) of timm model ``name`` on one ``size`` x ``size`` image."""
+    model = timm.create_model(name).eval()
+    params = sum(p.numel() for p in model.parameters())
+    with torch.no_grad():
+        analyzer = flop_analyzer(model, (torch.randn(1, 3, size, size),))
+        return params, analyzer.total(), dict(analyzer.by_operator())
+
+
+def _vs_paper(ours, paper, unit, suffix):
+    """Table cells: the paper's figure and our relative difference to it."""
+    if paper is None:
+        return ['-', '-']
+    return [f'{paper / unit:g}{suffix}', f'{100 * (ours / paper - 1):+.1f}%']
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--models', nargs='+', default=list(PAPER))
+    parser.add_argument('--size', type=int, default=224)
+    parser.add_argument('--reference', nargs='*', default=[], help='other timm models counted the same way')
+    args = parser.parse_args()
+    print(f'| model | params | paper | diff | FLOPs at {args.size} | paper | diff |\n|---|---|---|---|---|---|---|')
+    for name in args.models + args.reference:
+        params, flops, by_op = count(name, args.size)
+        paper_params, paper_flops = PAPER.get(name, (None, None))
+        cells = [name, f'{params / 1e6:.2f}M', *_vs_paper(params, paper_params, 1e6, 'M'),
+                 f'{flops / 1e9:.2f}G', *_vs_paper(flops, paper_flops, 1e9, 'G')]
+        print('| ' + ' | '.join(cells) + ' |', flush=True)
+        print('  by operator (G): ' + ', '.join(f'{k} {v / 1e9:.3f}' for k, v in sorted(by_op.items())), flush=True)
+
+
+if __name__ == '__main__':
+    main()
