@@ -125,6 +125,7 @@ class InLineAttention(nn.Module):
         the 3x3 residual sees zeros there, as around an image alone) and ``k`` is zeroed there and
         scaled by ``s / n`` (the per-image GEMM alpha), so ``k^T v`` sums over own tokens only."""
         B, N, C = x.shape
+        mask = mask.to(x.dtype)
         counts = mask.sum(dim=1).clamp_(min=1)                                   # (B, 1); 0 only if empty
         x_mean = torch.bmm(mask.transpose(1, 2), x).squeeze(1) / counts          # (B, C)
         q, k, v = self.qkv(x).view(B, N, 3, C).unbind(2)
