@@ -7,6 +7,7 @@ from padding_cases import IMAGE_SIZES, images, relative_difference_on_region, sm
 from inline_backbones.models.image_regions import attach_image_shapes, infer_image_shapes
 from inline_backbones.models.inline_attention import KERNEL_FUNCTIONS, InLineAttention
 from inline_backbones.models.window_attention import WindowAttention, shift_attention_mask
+from inline_backbones.models.window_plans import window_plan
 
 mmdet_pre = pytest.importorskip('mmdet.models.data_preprocessors')
 mmseg_pre = pytest.importorskip('mmseg.models.data_preprocessor')
@@ -93,21 +94,22 @@ def test_masked_inline_attention_equals_the_naive_formula_on_the_region(kernel_f
             torch.testing.assert_close(out[b, :h, :w], ref, rtol=1e-4, atol=1e-5)
 
 
-def test_window_attention_ignores_keys_outside_the_region():
-    """Padding-aware window attention on a padded map == the same layer on the region alone (whose
-    padding to a window multiple is masked too), shifted or not."""
+@pytest.mark.parametrize('shift', [False, True])
+def test_padding_aware_window_attention(shift):
+    """Softmax windows with a padding-aware plan: on a padded map == on the image alone, and where
+    nothing is padded, == Swin's own roll + seam mask."""
     attn = WindowAttention(16, 2, window_size=4).eval()
     with torch.no_grad():
         attn.relative_position_bias_table.normal_()
     x = torch.randn(1, 12 * 12, 16)
     own = x.view(1, 12, 12, 16)[:, :7, :9].reshape(1, 63, 16)
-    for shift in (0, 2):
-        with torch.no_grad():
-            padded = attn(x, (12, 12), shift, shift_attention_mask((12, 12), 4, 2) if shift else None,
-                          torch.tensor([[7, 9]])).view(12, 12, 16)[:7, :9]
-            alone = attn(own, (7, 9), shift, shift_attention_mask((8, 12), 4, 2) if shift else None,
-                         torch.tensor([[7, 9]])).view(7, 9, 16)
-        torch.testing.assert_close(padded, alone, rtol=1e-4, atol=1e-5)
+    with torch.no_grad():
+        padded = attn(x, (12, 12), plan=window_plan((12, 12), 1, 4, shift, torch.tensor([[7, 9]]), clip=False))
+        alone = attn(own, (7, 9), plan=window_plan((7, 9), 1, 4, shift, torch.tensor([[7, 9]]), clip=False))
+        torch.testing.assert_close(padded.view(12, 12, 16)[:7, :9], alone.view(7, 9, 16), rtol=1e-4, atol=1e-5)
+        full = attn(x, (12, 12), plan=window_plan((12, 12), 1, 4, shift, torch.tensor([[12, 12]]), clip=False))
+        swin = attn(x, (12, 12), 2 if shift else 0, shift_attention_mask((12, 12), 4, 2) if shift else None)
+        torch.testing.assert_close(full, swin, rtol=1e-4, atol=1e-5)
 
 
 def test_explicit_shapes_win_over_inference_where_inference_misfires():

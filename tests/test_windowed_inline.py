@@ -7,7 +7,7 @@ from conftest import naive_inline_attention
 from padding_cases import small_backbone
 
 from inline_backbones.models.inline_attention import InLineAttention
-from inline_backbones.models.inline_windows import from_windows, to_windows, window_plan
+from inline_backbones.models.window_plans import from_windows, to_windows, window_plan
 
 
 def windowed(attn, x, hw_shape, window_size, shift, region_shapes=None):
@@ -62,11 +62,11 @@ def test_windows_equal_the_authors_roll_and_partition(hw_shape, shift):
 
 def clipped_windows(attn, own, ws, shift):
     """Padding-aware reference for one image alone (h x w tokens): windows at rows/cols
-    [-s + k ws, -s + (k + 1) ws) clipped to the image, each attended as an image of its own."""
+    [s + (k - 1) ws, s + k ws) clipped to the image, each attended as an image of its own."""
     _, h, w, C = own.shape
     s = ws // 2 if shift and min(h, w) > ws else 0
     out = torch.empty_like(own)
-    edges = lambda n: [(max(a, 0), min(a + ws, n)) for a in range(-s, n, ws) if a + ws > 0]  # noqa: E731
+    edges = lambda n: [(max(a, 0), min(a + ws, n)) for a in range(s - ws if s else 0, n, ws)]  # noqa: E731
     for r0, r1 in edges(h):
         for c0, c1 in edges(w):
             part = own[:, r0:r1, c0:c1].reshape(1, -1, C)

@@ -15,8 +15,8 @@ from torch import nn
 
 from .image_regions import fills_map, region_mask
 from .inline_attention import InLineAttention
-from .inline_windows import WindowPlan, from_windows, to_windows, window_plan
 from .window_attention import WindowAttention, shift_attention_mask
+from .window_plans import WindowPlan, from_windows, to_windows, window_plan
 
 
 class PatchEmbed(nn.Module):
@@ -93,15 +93,15 @@ class InLineSwinBlock(nn.Module):
         self.mlp = Mlp(embed_dims, int(embed_dims * mlp_ratio), drop=drop_rate)  # fc1, GELU, fc2 as released
 
     def _forward(self, x, hw_shape, shift_mask, region):
-        if self.attn_type == 'inline' and region.window_plan is not None:
-            plan = region.window_plan
+        if self.attn_type == 'inline' and region.inline_plan is not None:
+            plan = region.inline_plan
             attn = from_windows(self.attn(to_windows(self.norm1(x), plan), plan.window_hw, plan.mask), plan,
                                 x.shape[0])
         elif self.attn_type == 'inline':
             attn = self.attn(self.norm1(x), hw_shape, region.token_mask)
         else:
             shift = self.shift_size if shift_mask is not None else 0
-            attn = self.attn(self.norm1(x), hw_shape, shift, shift_mask, region.window_shapes)
+            attn = self.attn(self.norm1(x), hw_shape, shift, shift_mask, region.window_plan)
         x = x + self.drop_path(attn)
         return x + self.drop_path(self.mlp(self.norm2(x)))
 
@@ -117,13 +117,12 @@ class InLineSwinBlock(nn.Module):
 class BlockRegion(NamedTuple):
     """What a block needs beyond its tokens (all None by default: global InLine, no masking).
 
-    ``token_mask`` (B, N, 1): 1 on each image's own tokens, for global InLine (None when every image
-    fills the map). ``window_shapes`` (B, 2): each image's own rows x cols, for window attention's key
-    padding (None when not padding-aware, or nothing to mask). ``window_plan``: the InLine windows of
-    this block (None = global InLine).
+    ``token_mask`` (B, N, 1): 1 on each image's own tokens, for global InLine and patch merging (None
+    when every image fills the map). ``inline_plan``: the InLine windows (None = global InLine).
+    ``window_plan``: the padding-aware softmax windows (None = Swin's roll and seam mask).
     """
     token_mask: Optional[torch.Tensor] = None
-    window_shapes: Optional[torch.Tensor] = None
+    inline_plan: Optional[WindowPlan] = None
     window_plan: Optional[WindowPlan] = None
 
 
@@ -133,7 +132,7 @@ class InLineSwinStage(nn.Module):
     Window blocks shift on odd indices within the stage, except when ``min(H, W) <= window_size``
     (the released model's rule for small maps). The shift mask is built once per forward for the padded
     size and shared by the shifted blocks. With ``inline_window_size``, InLine blocks attend within
-    windows of that size (see :mod:`.inline_windows`), shifted on odd indices likewise.
+    windows of that size (see :mod:`.window_plans`), shifted on odd indices likewise.
 
     Padding-aware mode: ``forward(..., region_shapes)`` with each image's own rows x cols of the map
     masks everything outside them (see :class:`BlockRegion`).
@@ -166,26 +165,27 @@ class InLineSwinStage(nn.Module):
             shift_mask = shift_attention_mask(padded, ws, ws // 2, device=x.device)
         regions = self._block_regions(x, hw_shape, region_shapes)
         for block in self.blocks:
-            x = block(x, hw_shape, shift_mask if block.shift_size else None,
-                      regions[block.attn_type == 'inline' and block.shift])
+            x = block(x, hw_shape, shift_mask if block.shift_size else None, regions[block.attn_type, block.shift])
         if self.downsample is None:
             return x, hw_shape, x, hw_shape
-        x_down, down_shape = self.downsample(x, hw_shape, regions[False].token_mask)
+        x_down, down_shape = self.downsample(x, hw_shape, regions['inline', False].token_mask)
         return x_down, down_shape, x, hw_shape
 
     def _block_regions(self, x, hw_shape, region_shapes):
-        """``{shifted: BlockRegion}`` shared by the blocks; only what this stage's blocks use is built."""
+        """``{(attn_type, shift): BlockRegion}`` shared by the blocks; built only for the kinds present."""
         B = x.shape[0]
-        H, W = hw_shape
-        token_mask = window_shapes = None
+        token_mask = None
         if region_shapes is not None and not fills_map(region_shapes, hw_shape):
             token_mask = region_mask(region_shapes, hw_shape, x.dtype)
-        ws = self.window_size
-        if region_shapes is not None and (token_mask is not None or H % ws or W % ws):
-            window_shapes = region_shapes
-        plans = {False: None, True: None}
-        if self.inline_window_size is not None:
-            types = [(b.attn_type, b.shift) for b in self.blocks]
-            plans = {shift: window_plan(hw_shape, B, self.inline_window_size, shift, region_shapes, x.device)
-                     if ('inline', shift) in types else None for shift in (False, True)}
-        return {shift: BlockRegion(token_mask, window_shapes, plans[shift]) for shift in (False, True)}
+        regions = {}
+        for kind in {(b.attn_type, b.shift) for b in self.blocks} | {('inline', False)}:
+            attn_type, shift = kind
+            inline_plan = window_plan_ = None
+            if attn_type == 'inline' and self.inline_window_size is not None:
+                inline_plan = window_plan(hw_shape, B, self.inline_window_size, shift, region_shapes,
+                                          device=x.device)
+            elif attn_type == 'window' and region_shapes is not None:
+                window_plan_ = window_plan(hw_shape, B, self.window_size, shift, region_shapes, clip=False,
+                                           device=x.device)
+            regions[kind] = BlockRegion(token_mask, inline_plan, window_plan_)
+        return regions

@@ -48,7 +48,7 @@ class InLineSwinTransformer(BaseModule):
             Defaults to False (today's behaviour, bit for bit).
         inline_window_size (int, optional): None: InLine blocks attend globally (default). An int:
             InLine blocks attend within windows of that size, shifted by half on odd blocks of each
-            stage, as in the authors' code (56 there); see :mod:`inline_backbones.models.inline_windows`.
+            stage, as in the authors' code (56 there); see :mod:`inline_backbones.models.window_plans`.
         init_cfg (dict, optional): ``dict(type='Pretrained', checkpoint=PATH[, prefix='backbone.'])``
             loads a released ImageNet checkpoint (or a detector/segmentor one with ``prefix``) strictly:
             see :func:`inline_backbones.checkpoint.load_pretrained`.
