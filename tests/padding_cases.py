@@ -28,7 +28,7 @@ def small_backbone(preset, **kwargs):
 
 
 def images(seed=0):
-    """uint8-valued (3, H, W) float images of IMAGE_SIZES, as a pipeline's PackInputs gives them."""
+    """uint8 (3, H, W) images of IMAGE_SIZES, as a pipeline's PackInputs gives them."""
     g = torch.Generator().manual_seed(seed)
     return [torch.randint(0, 256, (3, h, w), generator=g, dtype=torch.uint8) for h, w in IMAGE_SIZES]
 

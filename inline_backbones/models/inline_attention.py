@@ -23,6 +23,11 @@ means of k and v are the projections of the mean token; the depthwise conv runs 
 B * C maps at once with ``mean(v)`` as its bias, and ``q M`` is accumulated into its output in place by
 one batched GEMM over all (image, head) pairs, which leaves the result in the (N, C) layout ``proj``
 reads. No N x N tensor, no loop over heads, windows or images.
+
+Padding-aware (``mask`` given, 1 on an image's own tokens): ``N`` becomes each image's own token count
+``n`` and every mean a masked sum divided by ``n``; ``k`` is zeroed outside and scaled by ``s / n`` (the
+per-image alpha), and ``v`` is zeroed outside, so ``k^T v`` and the 3x3 residual see exactly what they
+see for the image alone (two extra elementwise passes, still no N x N tensor or loop over images).
 """
 import torch
 import torch.nn.functional as F
