@@ -97,11 +97,15 @@ class InLineSwinBlock(nn.Module):
             plan = region.inline_plan
             attn = from_windows(self.attn(to_windows(self.norm1(x), plan), plan.window_hw, plan.mask), plan,
                                 x.shape[0])
-        elif self.attn_type == 'inline':
+        elif self.attn_type == 'inline' and region.token_mask is not None:
             attn = self.attn(self.norm1(x), hw_shape, region.token_mask)
+        elif self.attn_type == 'inline':
+            attn = self.attn(self.norm1(x), hw_shape)
+        elif region.window_plan is not None:
+            attn = self.attn(self.norm1(x), hw_shape, plan=region.window_plan)
         else:
             shift = self.shift_size if shift_mask is not None else 0
-            attn = self.attn(self.norm1(x), hw_shape, shift, shift_mask, region.window_plan)
+            attn = self.attn(self.norm1(x), hw_shape, shift, shift_mask)
         x = x + self.drop_path(attn)
         return x + self.drop_path(self.mlp(self.norm2(x)))
 
