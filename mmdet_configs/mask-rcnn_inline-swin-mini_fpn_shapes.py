@@ -4,7 +4,8 @@
 # data_root, metainfo and num_classes, and set backbone init_cfg / load_from (see README).
 _base_ = 'mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py'
 
-custom_imports = dict(imports=['inline_backbones'], allow_failed_imports=False)
+custom_imports = dict(imports=['inline_backbones', 'inline_backbones.det_preprocessor'],
+                      allow_failed_imports=False)
 
 classes = ('disc', 'box', 'triangle', 'hexagon')
 metainfo = dict(classes=classes, palette=[(220, 60, 60), (60, 200, 60), (60, 90, 230), (230, 200, 40)])
@@ -14,9 +15,12 @@ image_size = (256, 256)
 max_iters = 800
 
 model = dict(
+    # Attaches each image's img_shape to the batch for the padding-aware backbone (see README).
+    data_preprocessor=dict(type='inline_backbones.RegionDetDataPreprocessor'),
     backbone=dict(
         _delete_=True,
         type='inline_backbones.InLineSwinTransformer',
+        padding_aware=True,  # features independent of the batch's padding
         arch=dict(embed_dims=32, depths=[2, 2, 2, 2], num_heads=[1, 2, 4, 8]),
         attn_type='IIIS',
         drop_path_rate=0.1,

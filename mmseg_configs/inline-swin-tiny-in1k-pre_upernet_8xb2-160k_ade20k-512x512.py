@@ -4,16 +4,20 @@
 # and replaces only the backbone.
 _base_ = 'mmseg::swin/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py'
 
-custom_imports = dict(imports=['inline_backbones'], allow_failed_imports=False)
+custom_imports = dict(imports=['inline_backbones', 'inline_backbones.seg_preprocessor'],
+                      allow_failed_imports=False)
 
 # Released ImageNet-1k InLine-Swin-T checkpoint, relative to the working directory; override with
 # --cfg-options model.backbone.init_cfg.checkpoint=/path/to/inline_swin_t.pth
 pretrained = 'checkpoints/inline_swin_t.pth'
 
 model = dict(
+    # Attaches each image's img_shape to the batch for the padding-aware backbone (see README).
+    data_preprocessor=dict(type='inline_backbones.RegionSegDataPreProcessor'),
     backbone=dict(
         _delete_=True,
         type='inline_backbones.InLineSwinTransformer',
+        padding_aware=True,  # features independent of the batch's padding
         arch='tiny',
         drop_path_rate=0.3,
         out_indices=(0, 1, 2, 3),

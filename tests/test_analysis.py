@@ -184,3 +184,17 @@ def test_analyze_layer_with_every_query_sampled_equals_naive():
     torch.testing.assert_close(maps['linear'].view(2, N), N * linear_A[:, points].mean(0))
     again, _, _ = analyze_layer(AttentionInput('l', attn, x[0], HW), settings)
     assert again['heads'] == result['heads']                                   # seeded: reproducible
+
+
+def test_capture_records_global_layers_and_rejects_windowed_inline():
+    from inline_backbones import InLineSwinTransformer
+    from inline_backbones.analysis.capture import capture_inline_inputs
+    arch = dict(embed_dims=16, depths=[2, 2, 2, 2], num_heads=[1, 2, 2, 4])
+    records = capture_inline_inputs(InLineSwinTransformer(arch=arch, attn_type='IIIS').eval(), torch.randn(1, 3, 64, 96))
+    assert [(r.name, r.hw_shape, tuple(r.tokens.shape)) for r in records[::2]] == [
+        ('layers.0.blocks.0.attn', (16, 24), (384, 16)), ('layers.1.blocks.0.attn', (8, 12), (96, 32)),
+        ('layers.2.blocks.0.attn', (4, 6), (24, 64))]
+    with pytest.raises(ValueError, match='inline_window_size=4'):
+        capture_inline_inputs(InLineSwinTransformer(arch=arch, attn_type='IIIS', inline_window_size=4), torch.randn(1, 3, 64, 96))
+    with pytest.raises(ValueError, match='no InLine attention layer'):
+        capture_inline_inputs(InLineSwinTransformer(arch=arch, attn_type='SSSS'), torch.randn(1, 3, 64, 96))

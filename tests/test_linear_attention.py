@@ -39,6 +39,23 @@ def test_linear_attention_matches_naive_and_rows_sum_to_one(kernel_func):
     assert (weights.sum(-1) <= 1).all() and (weights.sum(-1) > 1 - 1e-3).all()    # 1 up to eps
 
 
+@pytest.mark.parametrize('kernel_func', ['relu', 'exp'])
+def test_masked_linear_attention_equals_the_naive_formula_on_the_region(kernel_func):
+    """Padding-aware linear attention over a padded map == the N x N formula on the image's own tokens."""
+    attn = LinearAttention(24, 3, kernel_func=kernel_func).double()
+    H, W, regions = 6, 8, [(6, 8), (3, 5)]
+    x = torch.randn(2, H * W, 24, dtype=torch.float64)
+    mask = torch.zeros(2, H, W, 1, dtype=torch.float64)
+    for b, (h, w) in enumerate(regions):
+        mask[b, :h, :w] = 1
+    out = attn(x, (H, W), mask.view(2, -1, 1)).view(2, H, W, 24)
+    for b, (h, w) in enumerate(regions):
+        own = x.view(2, H, W, 24)[b:b + 1, :h, :w].reshape(1, h * w, 24)
+        ref = attn.proj((naive_linear_weights(attn, own) @ values(attn, own)).transpose(1, 2).reshape(1, h * w, 24))
+        torch.testing.assert_close(out[b, :h, :w], ref.view(h, w, 24), rtol=1e-10, atol=1e-10)
+    assert not torch.allclose(attn(x, (H, W))[1].view(H, W, 24)[:3, :5], out[1, :3, :5])   # mask matters
+
+
 def test_linear_attention_is_blind_to_query_scale_and_rejects_signed_kernels():
     attn = LinearAttention(8, 1).double()
     q = torch.randn(1, 8, dtype=torch.float64).relu() + 0.1
@@ -73,6 +90,8 @@ def test_layout_letter_l():
     kinds = [type(b.attn).__name__ for stage in model.layers for b in stage.blocks]
     assert kinds == ['LinearAttention'] * 4 + ['InLineAttention'] * 2 + ['WindowAttention'] * 2
     assert model.layers[0].blocks[0].attn.kernel_func == 'exp'
+    with pytest.raises(ValueError, match='plain linear attention.*inline_window_size must be None'):
+        InLineSwinTransformer(arch=SMALL, attn_type='LLIS', inline_window_size=8)
     outs = model(torch.randn(1, 3, 64, 96))
     assert [tuple(o.shape) for o in outs] == [(1, 16, 16, 24), (1, 32, 8, 12), (1, 64, 4, 6), (1, 128, 2, 3)]
 

@@ -41,7 +41,8 @@ def test_twelve_coco_configs_and_the_embedded_one():
 @pytest.mark.parametrize('config', CONFIGS, ids=osp.basename)
 def test_config_trains_and_infers_one_step(config):
     cfg = Config.fromfile(config)
-    assert cfg.custom_imports['imports'] == ['inline_backbones']
+    assert cfg.custom_imports['imports'] == ['inline_backbones', 'inline_backbones.det_preprocessor']
+    assert cfg.model.backbone.padding_aware and cfg.model.data_preprocessor.type.endswith('RegionDetDataPreprocessor')
     assert cfg.model.backbone.type == 'inline_backbones.InLineSwinTransformer'
     if config.endswith('_coco.py'):
         assert cfg.optim_wrapper.optimizer.type == 'AdamW' and cfg.optim_wrapper.optimizer.lr == 1e-4

@@ -47,7 +47,8 @@ def test_three_ade20k_configs_and_the_embedded_one():
 @pytest.mark.parametrize('config', CONFIGS, ids=osp.basename)
 def test_config_trains_and_infers_one_step(config):
     cfg = Config.fromfile(config)
-    assert cfg.custom_imports['imports'] == ['inline_backbones']
+    assert cfg.custom_imports['imports'] == ['inline_backbones', 'inline_backbones.seg_preprocessor']
+    assert cfg.model.backbone.padding_aware and cfg.model.data_preprocessor.type.endswith('RegionSegDataPreProcessor')
     assert cfg.model.backbone.type == 'inline_backbones.InLineSwinTransformer'
     if 'ade20k' in config:
         opt = cfg.optim_wrapper.optimizer

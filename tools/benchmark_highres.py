@@ -16,7 +16,11 @@ the same run. A model whose predicted time at a size exceeds ``--max-seconds`` i
 Models (``--task backbone``): ``inline-swin-{t,s,b}`` (InLine blocks attend globally), mmdet's
 ``swin-{t,s,b}`` (window 7), and ``swin-t-global``: Swin-T's hierarchy with global softmax attention in
 every block (``scaled_dot_product_attention`` over the whole map, without relative position bias, which
-would need an N x N table). ``--task mask-rcnn|upernet`` times whole models from the configs instead
+would need an N x N table). Backbone mode suffixes: ``inline-swin-t-pa`` (``padding_aware=True``; the
+random input fills the image, so only the padding to window multiples is masked), ``inline-swin-t-w56``
+(InLine in windows of 56, the authors' code), ``inline-swin-t-pa-w56`` (both); for the cost of
+padding-aware mode on a padded batch see ``tools/measure_padding.py``.
+``--task mask-rcnn|upernet`` times whole models from the configs instead
 (InLine-Swin from this repo, Swin from mmdet/mmseg).
 
 Writes ``results.csv``, ``results.json`` and ``latency_memory.png`` (log-log, one line per model) to
@@ -26,6 +30,7 @@ import argparse
 import json
 import os
 import os.path as osp
+import re
 import statistics
 import subprocess
 import sys
@@ -82,8 +87,11 @@ def build_backbone(name):
             for block in stage.blocks:
                 block.attn = GlobalSoftmaxAttention(block.attn.embed_dims, block.attn.num_heads)
         return model
-    if name.startswith('inline-swin-') and name[-1] in ARCH:
-        return InLineSwinTransformer(ARCH[name[-1]], drop_path_rate=0.)
+    inline = re.fullmatch(r'inline-swin-([tsb])(-pa)?(?:-w(\d+))?', name)
+    if inline:
+        size, padding_aware, window = inline.groups()
+        return InLineSwinTransformer(ARCH[size], drop_path_rate=0., padding_aware=bool(padding_aware),
+                                     inline_window_size=int(window) if window else None)
     if name.startswith('swin-') and name[-1] in ARCH:
         from mmdet.models.backbones import SwinTransformer
 

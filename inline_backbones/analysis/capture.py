@@ -24,6 +24,9 @@ def capture_inline_inputs(backbone, image):
     InLine attention layer, in forward order."""
     if image.dim() != 4 or image.shape[0] != 1:
         raise ValueError(f'expected one image of shape (1, 3, H, W), got {tuple(image.shape)}')
+    if getattr(backbone, 'inline_window_size', None) is not None:
+        raise ValueError(f'the analysis covers global InLine layers; this backbone attends within windows '
+                         f'(inline_window_size={backbone.inline_window_size}): build it with inline_window_size=None')
     records = []
 
     def hook(name, module, args, kwargs, output):

@@ -23,6 +23,11 @@ means of k and v are the projections of the mean token; the depthwise conv runs 
 B * C maps at once with ``mean(v)`` as its bias, and ``q M`` is accumulated into its output in place by
 one batched GEMM over all (image, head) pairs, which leaves the result in the (N, C) layout ``proj``
 reads. No N x N tensor, no loop over heads, windows or images.
+
+Padding-aware (``mask`` given, 1 on an image's own tokens): ``N`` becomes each image's own token count
+``n`` and every mean a masked sum divided by ``n``; ``k`` is zeroed outside and scaled by ``s / n`` (the
+per-image alpha), and ``v`` is zeroed outside, so ``k^T v`` and the 3x3 residual see exactly what they
+see for the image alone (two extra elementwise passes, still no N x N tensor or loop over images).
 """
 import torch
 import torch.nn.functional as F
@@ -77,25 +82,33 @@ class InLineAttention(nn.Module):
             nn.Conv1d(embed_dims, embed_dims * 9, 1, groups=num_heads),
         )
 
-    def forward(self, x, hw_shape):
-        """x: (B, N, C) tokens in row-major order of ``hw_shape`` = (H, W). Returns (B, N, C)."""
+    def forward(self, x, hw_shape, mask=None):
+        """x: (B, N, C) tokens in row-major order of ``hw_shape`` = (H, W). Returns (B, N, C).
+
+        ``mask`` (B, N, 1), 1 on each image's own tokens and 0 on padding, makes the layer padding-aware
+        (see :meth:`_masked_qkv`); outputs on padding tokens are then meaningless (finite).
+        """
         B, N, C = x.shape
         H, W = hw_shape
         h, d, s = self.num_heads, self.head_dims, self.scale
-        x_mean = x.mean(dim=1)                                                   # (B, C)
-        q, k, v = self.qkv(x).view(B, N, 3, C).unbind(2)                         # strided (B, N, C) views
-        if self.kernel_func == 'identity':
-            k_mean, v_mean = F.linear(x_mean, self.qkv.weight[C:], None if self.qkv.bias is None
-                                      else self.qkv.bias[C:]).view(B, 2, C).unbind(1)
+        alpha = s / N
+        if mask is not None:
+            q, k, v, x_mean, k_mean, v_mean = self._masked_qkv(x, mask)
+            alpha = 1.
         else:
-            q, k = self.phi(q), self.phi(k)
-            k_mean, v_mean = k.mean(dim=1), v.mean(dim=1)
+            x_mean = x.mean(dim=1)                                               # (B, C)
+            q, k, v = self.qkv(x).view(B, N, 3, C).unbind(2)                     # strided (B, N, C) views
+            if self.kernel_func == 'identity':
+                k_mean, v_mean = self._mean_kv(x_mean)
+            else:
+                q, k = self.phi(q), self.phi(k)
+                k_mean, v_mean = k.mean(dim=1), v.mean(dim=1)
 
         # M per (image, head): (s/N) k^T v - s mean(k)^T mean(v), one batched GEMM.
         k_t = k.reshape(B, N, h, d).permute(0, 2, 3, 1).reshape(B * h, d, N)
         v_h = v.reshape(B, N, h, d).transpose(1, 2).reshape(B * h, N, d)
         m = torch.baddbmm((k_mean.reshape(B * h, d, 1) * v_mean.reshape(B * h, 1, d)).mul_(-s).to(k_t.dtype),
-                          k_t, v_h, alpha=s / N)                                   # (B*h, d, d)
+                          k_t, v_h, alpha=alpha)                                   # (B*h, d, d)
 
         if not self.local_residual:                                                # q M + mean(v) only
             q_h = q.reshape(B, N, h, d).transpose(1, 2).reshape(B * h, N, d)
@@ -115,6 +128,32 @@ class InLineAttention(nn.Module):
         else:
             out.transpose(0, 1).baddbmm_(q_h, m.to(q_h.dtype))
         return self.proj_drop(self.proj(out.reshape(N, B, C).transpose(0, 1)))
+
+    def _mean_kv(self, x_mean):
+        """Means of k and v for the identity kernel: the projections of the mean token (B, C) each."""
+        C = self.embed_dims
+        bias = None if self.qkv.bias is None else self.qkv.bias[C:]
+        return F.linear(x_mean, self.qkv.weight[C:], bias).view(-1, 2, C).unbind(1)
+
+    def _masked_qkv(self, x, mask):
+        """Padding-aware inputs of the forward: with ``n`` = the image's own token count (mask sum),
+        ``x_mean``, ``mean(k)``, ``mean(v)`` are sums over own tokens / n; ``v`` is zeroed on padding (so
+        the 3x3 residual sees zeros there, as around an image alone) and ``k`` is zeroed there and
+        scaled by ``s / n`` (the per-image GEMM alpha), so ``k^T v`` sums over own tokens only."""
+        B, N, C = x.shape
+        mask = mask.to(x.dtype)
+        counts = mask.sum(dim=1).clamp_(min=1)                                   # (B, 1); 0 only if empty
+        x_mean = torch.bmm(mask.transpose(1, 2), x).squeeze(1) / counts          # (B, C)
+        q, k, v = self.qkv(x).view(B, N, 3, C).unbind(2)
+        if self.kernel_func == 'identity':
+            k_mean, v_mean = self._mean_kv(x_mean)
+        else:
+            q, k = self.phi(q), self.phi(k)
+            k_mean = torch.bmm(mask.transpose(1, 2).to(k.dtype), k).squeeze(1) / counts
+            v_mean = torch.bmm(mask.transpose(1, 2).to(v.dtype), v).squeeze(1) / counts
+        k = k * (mask * (self.scale / counts).unsqueeze(1)).to(k.dtype)
+        v = v * mask.to(v.dtype)
+        return q, k, v, x_mean, k_mean, v_mean
 
     def extra_repr(self):
         return (f'embed_dims={self.embed_dims}, num_heads={self.num_heads}, kernel_func={self.kernel_func!r}'

@@ -10,6 +10,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from ..checkpoint import load_pretrained
 from ..registry import MODELS
 from .blocks import InLineSwinStage, PatchEmbed
+from .image_regions import downsample_shapes, fills_map, image_shapes_of, region_mask
 from .layout import parse_attn_layout
 
 
@@ -46,6 +47,12 @@ class InLineSwinTransformer(BaseModule):
         norm_eval (bool): Keep normalization layers in eval mode during training (LayerNorm has no
             running statistics, so this only matters for BatchNorm layers a subclass adds).
         with_cp (bool): Gradient checkpointing of every block (saves memory, same results).
+        padding_aware (bool): Exclude everything outside each image's own region of a zero-padded batch
+            (see :meth:`forward`), so an image's features on its region do not depend on its batch.
+            Defaults to False (today's behaviour, bit for bit).
+        inline_window_size (int, optional): None: InLine blocks attend globally (default). An int:
+            InLine blocks attend within windows of that size, shifted by half on odd blocks of each
+            stage, as in the authors' code (56 there); see :mod:`inline_backbones.models.window_plans`.
         init_cfg (dict, optional): ``dict(type='Pretrained', checkpoint=PATH[, prefix='backbone.'])``
             loads a released ImageNet checkpoint (or a detector/segmentor one with ``prefix``) strictly:
             see :func:`inline_backbones.checkpoint.load_pretrained`.
@@ -60,7 +67,8 @@ class InLineSwinTransformer(BaseModule):
     def __init__(self, arch='tiny', attn_type=None, kernel_func='identity', in_channels=3, patch_size=4,
                  window_size=7, mlp_ratio=4., qkv_bias=True, drop_rate=0., attn_drop_rate=0.,
                  drop_path_rate=0.1, out_indices=(0, 1, 2, 3), frozen_stages=-1, norm_eval=False,
-                 with_cp=False, local_residual=True, linear_kernel_func='relu', init_cfg=None):
+                 with_cp=False, local_residual=True, linear_kernel_func='relu', padding_aware=False,
+                 inline_window_size=None, init_cfg=None):
         super().__init__(init_cfg=init_cfg)
         arch = self._resolve_arch(arch)
         attn_type = arch.get('attn_type') if attn_type is None else attn_type
@@ -80,6 +88,15 @@ class InLineSwinTransformer(BaseModule):
         self.out_indices = out_indices
         self.frozen_stages = frozen_stages
         self.norm_eval = norm_eval
+        if inline_window_size is not None and (isinstance(inline_window_size, bool)
+                                               or not isinstance(inline_window_size, int) or inline_window_size < 1):
+            raise ValueError(f'inline_window_size must be None or a positive int, got {inline_window_size!r}')
+        if any('linear' in stage for stage in layout) and inline_window_size is not None:
+            raise ValueError(f'layout {attn_type!r} has plain linear attention blocks (letter L, an ablation), '
+                             'which attend globally: inline_window_size must be None')
+        self.padding_aware = bool(padding_aware)
+        self.inline_window_size = inline_window_size
+        self.patch_size = patch_size
         self.min_input_size = patch_size * 2 ** (num_stages - 1)
 
         self.patch_embed = PatchEmbed(in_channels, arch['embed_dims'], patch_size)
@@ -94,7 +111,7 @@ class InLineSwinTransformer(BaseModule):
                 qkv_bias=qkv_bias, kernel_func=kernel_func, drop_rate=drop_rate,
                 attn_drop_rate=attn_drop_rate, drop_path_rates=dpr[sum(depths[:i]):sum(depths[:i + 1])],
                 downsample=i < num_stages - 1, with_cp=with_cp, local_residual=local_residual,
-                linear_kernel_func=linear_kernel_func))
+                linear_kernel_func=linear_kernel_func, inline_window_size=inline_window_size))
             self.num_features.append(dims)
             dims *= 2
         for i in out_indices:
@@ -159,18 +176,39 @@ class InLineSwinTransformer(BaseModule):
                     m.eval()
         return self
 
-    def forward(self, x):
-        """(B, C_in, H, W) -> tuple of NCHW maps of the ``out_indices`` stages (strides 4, 8, 16, 32)."""
+    def forward(self, x, image_shapes=None):
+        """(B, C_in, H, W) -> tuple of NCHW maps of the ``out_indices`` stages (strides 4, 8, 16, 32).
+
+        Padding-aware mode: each image's own ``(height, width)`` in pixels comes from ``image_shapes``
+        ((B, 2) or a list of pairs), else from shapes attached to ``x`` by this package's data
+        preprocessors, else is inferred from ``x`` (padding = trailing rows/columns that are exactly
+        zero in every channel); see :mod:`inline_backbones.models.image_regions` for what inference
+        relies on. Pixels and tokens outside each region are then excluded from everything the region's
+        tokens see, and the outputs are zero outside each image's region (at every stage, the region
+        is ``ceil(shape / stride)``). Without the mode, ``image_shapes`` must be None.
+        """
         H, W = x.shape[-2:]
         if min(H, W) < self.min_input_size:
             raise ValueError(f'input of {H}x{W} pixels is too small for {type(self).__name__}: each side '
                              f'must be at least {self.min_input_size} (the stride of the last stage)')
+        shapes = None
+        if self.padding_aware:
+            shapes = image_shapes_of(x, image_shapes)
+            if not fills_map(shapes, (H, W)):
+                x = x * region_mask(shapes, (H, W), x.dtype).view(-1, 1, H, W)
+            shapes = downsample_shapes(shapes, self.patch_size)
+        elif image_shapes is not None:
+            raise ValueError('image_shapes is only used in padding-aware mode (padding_aware=True)')
         x, hw_shape = self.patch_embed(x)
         x = self.drop_after_pos(x)
         outs = []
         for i, stage in enumerate(self.layers):
-            x, hw_shape, out, out_shape = stage(x, hw_shape)
+            x, hw_shape, out, out_shape = stage(x, hw_shape, shapes)
             if i in self.out_indices:
                 out = getattr(self, f'norm{i}')(out)
+                if shapes is not None and not fills_map(shapes, out_shape):
+                    out = out * region_mask(shapes, out_shape, out.dtype)
                 outs.append(out.view(-1, *out_shape, self.num_features[i]).permute(0, 3, 1, 2).contiguous())
+            if shapes is not None:
+                shapes = downsample_shapes(shapes, 2)
         return tuple(outs)

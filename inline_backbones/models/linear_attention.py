@@ -11,6 +11,9 @@ The rows of ``A`` sum to one (up to ``eps``) but ``A`` depends on ``q_i`` only t
 queries ``q`` and ``c q`` (c > 0) get the same weights, the "semantic confusion" InLine removes by
 centring. ``A`` is never formed: ``out_i = q_i (k^T v / N) / (q_i . mean(k) + eps)``, linear in N.
 Same ``qkv`` / ``proj`` parameters as :class:`InLineAttention`, no local residual.
+
+Padding-aware (``mask`` given, 1 on an image's own tokens): ``N`` becomes the image's own token count
+``n`` and ``k`` is zeroed outside its region, so ``k^T v / n`` and ``mean(k)`` are those of the image alone.
 """
 import torch
 from torch import nn
@@ -48,14 +51,21 @@ class LinearAttention(nn.Module):
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop_rate)
 
-    def forward(self, x, hw_shape):
-        """x: (B, N, C) tokens of an ``hw_shape`` map (unused: attention is global). Returns (B, N, C)."""
+    def forward(self, x, hw_shape, mask=None):
+        """x: (B, N, C) tokens of an ``hw_shape`` map (unused: attention is global); ``mask`` (B, N, 1),
+        optional: 1 on each image's own tokens. Returns (B, N, C)."""
         B, N, C = x.shape
         h, d = self.num_heads, self.head_dims
         q, k, v = self.qkv(x).view(B, N, 3, h, d).permute(2, 0, 3, 1, 4)           # (B, h, N, d)
         q, k = self.phi(q), self.phi(k)
-        kv = torch.matmul(k.transpose(-1, -2), v) / N                               # (B, h, d, d)
-        norm = torch.matmul(q, k.mean(dim=2, keepdim=True).transpose(-1, -2)) + EPS  # (B, h, N, 1)
+        n = N
+        if mask is not None:
+            mask = mask.to(k.dtype).unsqueeze(1)                                    # (B, 1, N, 1)
+            n = mask.sum(dim=2, keepdim=True).clamp_(min=1)                         # (B, 1, 1, 1)
+            k = k * mask
+        kv = torch.matmul(k.transpose(-1, -2), v) / n                               # (B, h, d, d)
+        k_mean = k.sum(dim=2, keepdim=True) / n                                     # (B, h, 1, d)
+        norm = torch.matmul(q, k_mean.transpose(-1, -2)) + EPS                      # (B, h, N, 1)
         out = torch.matmul(q, kv) / norm
         return self.proj_drop(self.proj(out.transpose(1, 2).reshape(B, N, C)))
 

@@ -3,10 +3,16 @@
 Windows of ``window_size`` x ``window_size`` tokens; the map is zero-padded on the bottom/right to a
 window multiple and, for shifted blocks, rolled by ``-shift`` with a mask (built for the padded size)
 that stops attention across the wrap-around seams, exactly as in Swin.
+
+Padding-aware mode instead takes a :class:`~.window_plans.WindowPlan` (each image's own windows, cells
+outside the image masked): keys outside the image get a score of half the dtype's lowest value, so a
+window of padding only stays finite and its output is discarded.
 """
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from .window_plans import from_windows, to_windows
 
 MASK_VALUE = -100.0
 
@@ -77,8 +83,11 @@ class WindowAttention(nn.Module):
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop_rate)
 
-    def forward(self, x, hw_shape, shift_size=0, mask=None):
-        """x: (B, N, C) over ``hw_shape``; ``mask``: the shift mask for the padded size when shifted."""
+    def forward(self, x, hw_shape, shift_size=0, mask=None, plan=None):
+        """x: (B, N, C) over ``hw_shape``; ``mask``: the shift mask for the padded size when shifted.
+        ``plan``: the padding-aware windows (then ``shift_size`` and ``mask`` are unused)."""
+        if plan is not None:
+            return self._forward_plan(x, plan)
         B, N, C = x.shape
         H, W = hw_shape
         ws, h = self.window_size, self.num_heads
@@ -104,6 +113,21 @@ class WindowAttention(nn.Module):
         if shift_size:
             x = torch.roll(x, shifts=(shift_size, shift_size), dims=(1, 2))
         return x[:, :H, :W].reshape(B, N, C)
+
+    def _forward_plan(self, x, plan):
+        B, _, C = x.shape
+        windows = to_windows(x, plan)                                              # (B*nW, L, C)
+        L, h = windows.shape[1], self.num_heads
+        q, k, v = self.qkv(windows).view(1, -1, L, 3, h, C // h).permute(3, 0, 1, 4, 2, 5).unbind(0)
+        bias = self.relative_position_bias_table[self.relative_position_index.view(-1)]
+        bias = bias.view(L, L, h).permute(2, 0, 1)                                 # (h, L, L)
+        if plan.mask is not None:
+            outside = torch.finfo(q.dtype).min / 2
+            bias = bias + (~plan.mask).transpose(1, 2).unsqueeze(1).float() * outside  # (B*nW, h, L, L)
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=bias.to(q.dtype), dropout_p=self.attn_drop_rate if self.training else 0.)
+        out = self.proj_drop(self.proj(out.transpose(2, 3).reshape(-1, L, C)))
+        return from_windows(out, plan, B)
 
     def extra_repr(self):
         return f'embed_dims={self.embed_dims}, num_heads={self.num_heads}, window_size={self.window_size}'

@@ -1,0 +1,20 @@
+"""mmdet glue: a ``DetDataPreprocessor`` that tells a padding-aware backbone each image's region.
+
+Imported only by configs (``custom_imports``), never by ``import inline_backbones``, since it imports
+mmdet. Use it as ``data_preprocessor=dict(type='inline_backbones.RegionDetDataPreprocessor', ...)``
+with the same arguments as mmdet's ``DetDataPreprocessor``.
+"""
+from mmdet.models.data_preprocessors import DetDataPreprocessor
+
+from .models.image_regions import attach_sample_shapes
+from .registry import MODELS
+
+
+@MODELS.register_module()
+class RegionDetDataPreprocessor(DetDataPreprocessor):
+    """mmdet's ``DetDataPreprocessor`` (normalise, pad, batch augments), then each sample's
+    ``img_shape`` attached to the batch tensor, which the padding-aware backbone uses instead of
+    inferring the regions (see :mod:`inline_backbones.models.image_regions`)."""
+
+    def forward(self, data, training=False):
+        return attach_sample_shapes(super().forward(data, training))

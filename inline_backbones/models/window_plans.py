@@ -1,0 +1,110 @@
+"""Window partitions as index maps over the token map: the authors' windowed InLine, and the
+padding-aware partition of both InLine and softmax windows.
+
+Tokens are gathered into windows and scattered back with one ``index_select`` each (no loop over
+images or windows); the attention layer then sees a batch of windows.
+
+**Plain partition** (padding-aware mode off; only InLine blocks use it, softmax blocks keep
+:class:`WindowAttention`'s own roll and seam mask). The authors' rule for any H x W: windows of
+``(min(ws, H), min(ws, W))``; a shifted block, when ``min(H, W) > ws``, rolls the map by ``-ws // 2`` on
+both axes, and, as in the authors' code (their InLine layer ignores Swin's seam mask), the windows that
+straddle the wrap-around seam are not split. The map is zero-padded bottom/right to a window multiple
+and those zero tokens count in their window, as padded tokens do in Swin. With ``ws >= H, W`` this is
+global InLine.
+
+**Padding-aware partition** (each image's own ``h x w`` tokens known): the shift is decided per image
+from its own region (``s = ws // 2`` when ``min(h, w) > ws``), and the windows cover the image's rows
+``[s + (k - 1) ws, s + k ws)`` (likewise columns) clipped to the image: the partition a roll by ``-s``
+plus Swin's seam mask gives, with the seam windows split exactly. Every window cell outside the image
+is masked (``mask``). The partition depends on nothing but the image's own size, so an image's result is
+the same in any padded batch. Where the authors' model rolls, padding-aware InLine windows therefore
+differ from it: the authors' seam windows mix the image's bottom rows with its top rows, a grouping that
+would depend on the padded size.
+"""
+from typing import NamedTuple, Optional, Tuple
+
+import torch
+
+
+class WindowPlan(NamedTuple):
+    """How a map is cut into windows (see the module doc)."""
+    gather: torch.Tensor           # (B * nW * L,) rows of the (B * (N + 1), C) tokens; row N of each image = 0
+    scatter: torch.Tensor          # (B * N,) rows of the (B * nW * L + 1, C) window outputs; last row = 0
+    window_hw: Tuple[int, int]
+    mask: Optional[torch.Tensor]   # (B * nW, L, 1) bool, True on the image's own tokens; None = all count
+
+
+def window_plan(hw_shape, batch_size, window_size, shift, region_shapes=None, clip=True, device=None):
+    """The :class:`WindowPlan` of an H x W map for a (shifted) block. ``region_shapes`` (B, 2) turns on
+    the padding-aware partition; ``clip`` lets windows shrink to a map side smaller than the window
+    (InLine; softmax windows keep ``ws x ws`` for their relative position bias)."""
+    H, W = hw_shape
+    B, ws = batch_size, window_size
+    aware = region_shapes is not None
+    if aware:
+        heights, widths = region_shapes[:, 0], region_shapes[:, 1]
+        shifts = torch.where(torch.minimum(heights, widths) > ws, ws // 2, 0) if shift else torch.zeros_like(heights)
+        rolls = bool(shifts.any())
+    else:
+        heights = torch.full((B,), H, device=device)
+        widths = torch.full((B,), W, device=device)
+        rolls = shift and min(H, W) > ws
+        shifts = torch.full((B,), ws // 2 if rolls else 0, device=device)
+    window_hw = (min(ws, H), min(ws, W)) if clip and not rolls else (ws, ws)
+    # Canvas cell (r, c) of image b holds its token (r - o_b, c - o_b): plain = a roll by -s (o = -s,
+    # modulo the canvas); padding-aware = the image placed at offset o = (ws - s) % ws, rest masked.
+    offsets = (ws - shifts) % ws if aware else -shifts
+    extra = int(offsets.max()) if aware else 0
+    canvas_h = H + extra + (-(H + extra)) % window_hw[0]
+    canvas_w = W + extra + (-(W + extra)) % window_hw[1]
+    o = offsets[:, None]
+    src_r = torch.arange(canvas_h, device=device) - o                               # (B, canvas_h)
+    src_c = torch.arange(canvas_w, device=device) - o
+    if not aware:
+        src_r, src_c = src_r % canvas_h, src_c % canvas_w
+    ok = ((src_r >= 0) & (src_r < heights[:, None]))[:, :, None] & \
+        ((src_c >= 0) & (src_c < widths[:, None]))[:, None, :]                      # (B, canvas_h, canvas_w)
+    src = _partition(torch.where(ok, src_r[:, :, None] * W + src_c[:, None, :], H * W), window_hw)
+    num_windows, L = src.shape[1], window_hw[0] * window_hw[1]
+    gather = (src + (torch.arange(B, device=device) * (H * W + 1))[:, None, None]).reshape(-1)
+
+    # Token (i, j) of image b sits at canvas cell (i + o_b, j + o_b) (plain: modulo the canvas).
+    rows = torch.arange(H, device=device) + o
+    cols = torch.arange(W, device=device) + o
+    if not aware:
+        rows, cols = rows % canvas_h, cols % canvas_w
+    wh, ww = window_hw
+    window = (rows // wh)[:, :, None] * (canvas_w // ww) + (cols // ww)[:, None, :]
+    pos = (window * wh + (rows % wh)[:, :, None]) * ww + (cols % ww)[:, None, :]
+    pos = pos + (torch.arange(B, device=device) * num_windows * L)[:, None, None]
+    own = (torch.arange(H, device=device) < heights[:, None])[:, :, None] & \
+        (torch.arange(W, device=device) < widths[:, None])[:, None, :]
+    scatter = torch.where(own, pos, B * num_windows * L).reshape(-1)
+
+    mask = None
+    if aware:
+        keep = src.reshape(B * num_windows, L, 1) != H * W
+        mask = None if bool(keep.all()) else keep
+    return WindowPlan(gather, scatter, window_hw, mask)
+
+
+def _partition(grid, window_hw):
+    """(B, Hc, Wc) -> (B, nW, wh * ww), Swin's window order (row-major windows, row-major inside)."""
+    B, Hc, Wc = grid.shape
+    wh, ww = window_hw
+    grid = grid.view(B, Hc // wh, wh, Wc // ww, ww)
+    return grid.permute(0, 1, 3, 2, 4).reshape(B, -1, wh * ww)
+
+
+def to_windows(x, plan):
+    """(B, N, C) tokens -> (B * nW, L, C) windows (cells outside the image hold zeros)."""
+    B, N, C = x.shape
+    x = torch.cat([x, x.new_zeros(B, 1, C)], dim=1).view(B * (N + 1), C)
+    return x.index_select(0, plan.gather).view(-1, plan.window_hw[0] * plan.window_hw[1], C)
+
+
+def from_windows(windows, plan, batch_size):
+    """(B * nW, L, C) window outputs -> (B, N, C); tokens outside each image's region get zeros."""
+    C = windows.shape[-1]
+    flat = torch.cat([windows.reshape(-1, C), windows.new_zeros(1, C)])
+    return flat.index_select(0, plan.scatter).view(batch_size, -1, C)

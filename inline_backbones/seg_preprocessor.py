@@ -1,0 +1,20 @@
+"""mmseg glue: a ``SegDataPreProcessor`` that tells a padding-aware backbone each image's region.
+
+Imported only by configs (``custom_imports``), never by ``import inline_backbones``, since it imports
+mmseg. Use it as ``data_preprocessor=dict(type='inline_backbones.RegionSegDataPreProcessor', ...)``
+with the same arguments as mmseg's ``SegDataPreProcessor``.
+"""
+from mmseg.models.data_preprocessor import SegDataPreProcessor
+
+from .models.image_regions import attach_sample_shapes
+from .registry import MODELS
+
+
+@MODELS.register_module()
+class RegionSegDataPreProcessor(SegDataPreProcessor):
+    """mmseg's ``SegDataPreProcessor`` (normalise, pad to ``size``/``size_divisor``), then each sample's
+    ``img_shape`` attached to the batch tensor, which the padding-aware backbone uses instead of
+    inferring the regions (see :mod:`inline_backbones.models.image_regions`)."""
+
+    def forward(self, data, training=False):
+        return attach_sample_shapes(super().forward(data, training))

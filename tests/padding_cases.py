@@ -1,0 +1,44 @@
+"""Shared pieces of the padding-aware tests: small presets, images, per-region comparison."""
+import math
+
+import torch
+
+from inline_backbones import InLineSwinTransformer
+
+# The T/S/B layouts on a small trunk (embed 16, depths 2-2-4-2) so the tests stay fast.
+SMALL_PRESETS = {
+    'tiny': dict(embed_dims=16, depths=[2, 2, 4, 2], num_heads=[1, 2, 4, 8], attn_type='IIIS'),
+    'small': dict(embed_dims=16, depths=[2, 2, 4, 2], num_heads=[1, 2, 4, 8], attn_type='IISS'),
+    'base': dict(embed_dims=16, depths=[2, 2, 4, 2], num_heads=[1, 2, 4, 8], attn_type='IIMS2'),
+}
+# (height, width) of two images: one a multiple of 32, one not; batched they pad to 160 x 224.
+IMAGE_SIZES = [(128, 224), (150, 171)]
+STRIDES = (4, 8, 16, 32)
+
+
+def small_backbone(preset, **kwargs):
+    """A randomly initialised small backbone (every parameter non-trivial), eval mode, seed fixed."""
+    torch.manual_seed(0)
+    model = InLineSwinTransformer(arch=SMALL_PRESETS[preset], drop_path_rate=0., **kwargs)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(torch.randn_like(p) * (0.3 if 'norm' in name else 0.1) + (1.0 if name.endswith('weight')
+                                                                               and 'norm' in name else 0.))
+    return model.eval()
+
+
+def images(seed=0):
+    """uint8 (3, H, W) images of IMAGE_SIZES, as a pipeline's PackInputs gives them."""
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, 256, (3, h, w), generator=g, dtype=torch.uint8) for h, w in IMAGE_SIZES]
+
+
+def relative_difference_on_region(batched, alone, index, hw):
+    """max over stages of |batched - alone| / |alone| (Frobenius) on image ``index``'s own region."""
+    worst = 0.
+    for out_b, out_a, stride in zip(batched, alone, STRIDES):
+        h, w = math.ceil(hw[0] / stride), math.ceil(hw[1] / stride)
+        a = out_a[0, :, :h, :w]
+        b = out_b[index, :, :h, :w]
+        worst = max(worst, ((b - a).norm() / a.norm()).item())
+    return worst

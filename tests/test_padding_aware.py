@@ -1,0 +1,150 @@
+"""Padding-aware mode: an image's features on its own region do not depend on the batch's padding."""
+import pytest
+import torch
+from conftest import naive_inline_attention
+from padding_cases import IMAGE_SIZES, images, relative_difference_on_region, small_backbone
+
+from inline_backbones.models.image_regions import attach_image_shapes, infer_image_shapes
+from inline_backbones.models.inline_attention import KERNEL_FUNCTIONS, InLineAttention
+from inline_backbones.models.window_attention import WindowAttention, shift_attention_mask
+from inline_backbones.models.window_plans import window_plan
+
+mmdet_pre = pytest.importorskip('mmdet.models.data_preprocessors')
+mmseg_pre = pytest.importorskip('mmseg.models.data_preprocessor')
+from mmdet.structures import DetDataSample  # noqa: E402
+from mmseg.structures import SegDataSample  # noqa: E402
+
+MEAN, STD = [123.675, 116.28, 103.53], [58.395, 57.12, 57.375]
+
+
+def det_batch(imgs):
+    """mmdet's own DetDataPreprocessor: normalise, then zero-pad to the batch's largest size and x32."""
+    pre = mmdet_pre.DetDataPreprocessor(mean=MEAN, std=STD, bgr_to_rgb=True, pad_size_divisor=32)
+    samples = [DetDataSample(metainfo=dict(img_shape=tuple(i.shape[1:]))) for i in imgs]
+    data = pre(dict(inputs=list(imgs), data_samples=samples), False)
+    return data['inputs'], [s.img_shape for s in data['data_samples']]
+
+
+def seg_batch(imgs):
+    """mmseg's own SegDataPreProcessor (training mode, the one that batches different sizes)."""
+    pre = mmseg_pre.SegDataPreProcessor(mean=MEAN, std=STD, bgr_to_rgb=True, size_divisor=32)
+    samples = [SegDataSample(metainfo=dict(img_shape=tuple(i.shape[1:]))) for i in imgs]
+    data = pre(dict(inputs=list(imgs), data_samples=samples), True)
+    return data['inputs'], [s.img_shape for s in data['data_samples']]
+
+
+def worst_region_difference(model, make_batch, explicit):
+    imgs = images()
+    batch, shapes = make_batch(imgs)
+    assert batch.shape[-2:] == (160, 224)
+    with torch.no_grad():
+        batched = model(batch, image_shapes=shapes if explicit and model.padding_aware else None)
+        worst = []
+        for i, img in enumerate(imgs):
+            alone, alone_shapes = make_batch([img])
+            out = model(alone, image_shapes=alone_shapes if explicit and model.padding_aware else None)
+            worst.append(relative_difference_on_region(batched, out, i, IMAGE_SIZES[i]))
+    return worst
+
+
+@pytest.mark.parametrize('make_batch', [det_batch, seg_batch], ids=['mmdet', 'mmseg'])
+@pytest.mark.parametrize('preset', ['tiny', 'small', 'base'])
+@pytest.mark.parametrize('explicit', [True, False], ids=['explicit', 'inferred'])
+def test_batched_equals_alone_on_each_region(preset, make_batch, explicit):
+    worst = worst_region_difference(small_backbone(preset, padding_aware=True), make_batch, explicit)
+    assert max(worst) < 1e-4, worst
+
+
+@pytest.mark.parametrize('preset', ['tiny', 'base'])
+def test_without_the_mode_padding_changes_the_features(preset):
+    """The same comparison with the mode off shows the batch dependence the mode removes."""
+    worst = worst_region_difference(small_backbone(preset), det_batch, explicit=False)
+    assert max(worst) > 1e-2, worst
+
+
+def test_windowed_inline_is_batch_invariant_too():
+    """Windows of 8 tokens (shifted on odd blocks) on maps of 40 x 56 down to 5 x 7 tokens."""
+    model = small_backbone('tiny', padding_aware=True, inline_window_size=8)
+    assert max(worst_region_difference(model, det_batch, explicit=True)) < 1e-4
+
+
+def test_outputs_are_zero_outside_each_region():
+    batch, shapes = det_batch(images())
+    with torch.no_grad():
+        outs = small_backbone('tiny', padding_aware=True)(batch, image_shapes=shapes)
+    h, w = -(-IMAGE_SIZES[1][0] // 4), -(-IMAGE_SIZES[1][1] // 4)
+    assert outs[0][1, :, h:].abs().max() == 0 and outs[0][1, :, :, w:].abs().max() == 0
+    assert outs[0][1, :, :h, :w].ne(0).float().mean() > 0.99
+
+
+@pytest.mark.parametrize('kernel_func', sorted(KERNEL_FUNCTIONS))
+def test_masked_inline_attention_equals_the_naive_formula_on_the_region(kernel_func):
+    """Masked InLine over a padded map == the N x N formula on the image's own h x w tokens alone."""
+    attn = InLineAttention(32, 4, kernel_func=kernel_func).eval()
+    H, W, regions = 9, 11, [(9, 11), (5, 7)]
+    x = torch.randn(2, H * W, 32)
+    mask = torch.zeros(2, H, W, 1)
+    for b, (h, w) in enumerate(regions):
+        mask[b, :h, :w] = 1
+    with torch.no_grad():
+        out = attn(x, (H, W), mask.view(2, -1, 1)).view(2, H, W, 32)
+        for b, (h, w) in enumerate(regions):
+            own = x.view(2, H, W, 32)[b:b + 1, :h, :w].reshape(1, h * w, 32)
+            ref = naive_inline_attention(attn, own, (h, w)).view(h, w, 32)
+            torch.testing.assert_close(out[b, :h, :w], ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize('shift', [False, True])
+def test_padding_aware_window_attention(shift):
+    """Softmax windows with a padding-aware plan: on a padded map == on the image alone, and where
+    nothing is padded, == Swin's own roll + seam mask."""
+    attn = WindowAttention(16, 2, window_size=4).eval()
+    with torch.no_grad():
+        attn.relative_position_bias_table.normal_()
+    x = torch.randn(1, 12 * 12, 16)
+    own = x.view(1, 12, 12, 16)[:, :7, :9].reshape(1, 63, 16)
+    with torch.no_grad():
+        padded = attn(x, (12, 12), plan=window_plan((12, 12), 1, 4, shift, torch.tensor([[7, 9]]), clip=False))
+        alone = attn(own, (7, 9), plan=window_plan((7, 9), 1, 4, shift, torch.tensor([[7, 9]]), clip=False))
+        torch.testing.assert_close(padded.view(12, 12, 16)[:7, :9], alone.view(7, 9, 16), rtol=1e-4, atol=1e-5)
+        full = attn(x, (12, 12), plan=window_plan((12, 12), 1, 4, shift, torch.tensor([[12, 12]]), clip=False))
+        swin = attn(x, (12, 12), 2 if shift else 0, shift_attention_mask((12, 12), 4, 2) if shift else None)
+        torch.testing.assert_close(full, swin, rtol=1e-4, atol=1e-5)
+
+
+def test_explicit_shapes_win_over_inference_where_inference_misfires():
+    """An image whose last rows normalise to exactly zero (pixel == mean in every channel, possible
+    with integer means) is inferred too short; the shapes the preprocessor attaches are right, and
+    they win over inference."""
+    img = images()[1]
+    mean = [128., 128., 128.]
+    img[:, -8:] = 128
+    pre = mmdet_pre.DetDataPreprocessor(mean=mean, std=STD, pad_size_divisor=32)
+    data = pre(dict(inputs=[img], data_samples=[DetDataSample(metainfo=dict(img_shape=tuple(img.shape[1:])))]))
+    batch = data['inputs']
+    assert infer_image_shapes(batch).tolist() == [[img.shape[1] - 8, img.shape[2]]]   # the misfire
+    model = small_backbone('tiny', padding_aware=True)
+    with torch.no_grad():
+        explicit = model(batch, image_shapes=[img.shape[1:]])
+        inferred = model(batch)
+        attach_image_shapes(batch, [img.shape[1:]])
+        attached = model(batch)
+        both = model(batch, image_shapes=[img.shape[1:]])
+    assert relative_difference_on_region(inferred, explicit, 0, img.shape[1:]) > 1e-3
+    assert relative_difference_on_region(attached, explicit, 0, img.shape[1:]) == 0
+    assert relative_difference_on_region(both, explicit, 0, img.shape[1:]) == 0
+
+
+def test_bad_shapes_are_refused():
+    model = small_backbone('tiny', padding_aware=True)
+    x = torch.randn(2, 3, 64, 64)
+    with pytest.raises(ValueError, match='outside the 64x64'):
+        model(x, image_shapes=[(64, 64), (65, 10)])
+    with pytest.raises(ValueError, match='2 images'):
+        model(x[:1], image_shapes=[(64, 64), (32, 32)])
+    with pytest.raises(ValueError, match='exactly zero everywhere'):
+        model(torch.zeros(1, 3, 64, 64))
+    with pytest.raises(ValueError, match='only used in padding-aware mode'):
+        small_backbone('tiny')(x, image_shapes=[(64, 64), (64, 64)])
+    with pytest.raises(ValueError, match='inline_window_size'):
+        small_backbone('tiny', inline_window_size=0)
