@@ -28,6 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .fused_linear import linear
+
 KERNEL_FUNCTIONS = {
     'identity': lambda x: x,
     'relu': F.relu,
@@ -75,13 +77,17 @@ class InLineAttention(nn.Module):
         B, N, C = x.shape
         H, W = hw_shape
         h, d, s = self.num_heads, self.head_dims, self.scale
+        # q, k and v projections as three GEMMs on views of the released ``qkv`` parameters, so k and v
+        # come out contiguous: the conv and the GEMMs below read them without layout copies (bf16
+        # matmuls copy every operand that is not contiguous or a transposed contiguous matrix).
+        w_q, w_k, w_v = self.qkv.weight.view(3, C, C).unbind(0)
+        b_q, b_k, b_v = (None,) * 3 if self.qkv.bias is None else self.qkv.bias.view(3, C).unbind(0)
         x_mean = x.mean(dim=1)                                                   # (B, C)
-        q, k, v = self.qkv(x).view(B, N, 3, C).unbind(2)                         # strided (B, N, C) views
+        k, v = linear(x, w_k, b_k), linear(x, w_v, b_v)                          # (B, N, C) each
         if self.kernel_func == 'identity':
-            k_mean, v_mean = F.linear(x_mean, self.qkv.weight[C:], None if self.qkv.bias is None
-                                      else self.qkv.bias[C:]).view(B, 2, C).unbind(1)
+            k_mean, v_mean = F.linear(x_mean, w_k, b_k), F.linear(x_mean, w_v, b_v)
         else:
-            q, k = self.phi(q), self.phi(k)
+            k = self.phi(k)
             k_mean, v_mean = k.mean(dim=1), v.mean(dim=1)
 
         # M per (image, head): (s/N) k^T v - s mean(k)^T mean(v), one batched GEMM.
@@ -90,20 +96,34 @@ class InLineAttention(nn.Module):
         m = torch.baddbmm((k_mean.reshape(B * h, d, 1) * v_mean.reshape(B * h, 1, d)).mul_(-s).to(k_t.dtype),
                           k_t, v_h, alpha=s / N)                                   # (B*h, d, d)
 
-        # Local residual + mean(v): depthwise 3x3 over the B*C maps, channels-last, in (N, B, C) memory.
+        # q M is folded into the output projection: with Mb = blockdiag_heads(M) and P = Mb W_p^T
+        # (C x C per image), proj(q Mb + r) = q P + proj(r). For the identity kernel q = x W_q^T + b_q,
+        # so q P = x (W_q^T P) + b_q Mb W_p^T: q is never formed, and b_q Mb joins the conv's bias.
+        m = m.view(B, h, d, d)
+        p = torch.matmul(m, self.proj.weight.t().reshape(h, d, C).to(m.dtype)).view(B, C, C)   # Mb W_p^T
+        bias = v_mean
+        if self.kernel_func == 'identity':
+            lhs, p = x, torch.matmul(w_q.t().to(p.dtype).expand(B, C, C), p)      # W_q^T Mb W_p^T
+            if b_q is not None:
+                bias = bias + torch.matmul(b_q.view(1, h, 1, d).to(m.dtype).expand(B, h, 1, d), m).view(B, C)
+        else:
+            lhs = self.phi(linear(x, w_q, b_q))
+
+        # Local residual + mean(v) (+ b_q Mb): depthwise 3x3 over the B*C maps, channels-last, in
+        # (N, B, C) memory (for one image: v itself, no copy).
         kernels = self.residual(x_mean.unsqueeze(-1)).view(B * C, 1, 3, 3)
         maps = v.reshape(B, H, W, C).permute(1, 2, 0, 3).reshape(1, H, W, B * C).permute(0, 3, 1, 2)
-        out = F.conv2d(maps, kernels.to(maps.dtype), bias=v_mean.reshape(B * C).to(maps.dtype), padding=1,
+        out = F.conv2d(maps, kernels.to(maps.dtype), bias=bias.reshape(B * C).to(maps.dtype), padding=1,
                        groups=B * C)                                               # channels-last output
-        out = out.permute(0, 2, 3, 1).reshape(N, B * h, d)                        # a view in eager mode
-        # + q M per (image, head), accumulated in place (inductor cannot replay an in-place update
-        # through this transposed view of the conv output, so compiled graphs take the out-of-place form).
-        q_h = q.reshape(B, N, h, d).transpose(1, 2).reshape(B * h, N, d)
+        out = linear(out.permute(0, 2, 3, 1).reshape(N, B, C).transpose(0, 1), self.proj.weight,
+                     self.proj.bias)                                              # (B, N, C)
+        # + lhs P per image, accumulated in place (out of place in compiled graphs).
+        lhs, p = lhs.to(out.dtype), p.to(out.dtype)
         if torch.compiler.is_compiling():
-            out = torch.baddbmm(out.transpose(0, 1), q_h, m.to(q_h.dtype)).transpose(0, 1)
+            out = torch.baddbmm(out, lhs, p)
         else:
-            out.transpose(0, 1).baddbmm_(q_h, m.to(q_h.dtype))
-        return self.proj_drop(self.proj(out.reshape(N, B, C).transpose(0, 1)))
+            out.baddbmm_(lhs, p)
+        return self.proj_drop(out)
 
     def extra_repr(self):
         return f'embed_dims={self.embed_dims}, num_heads={self.num_heads}, kernel_func={self.kernel_func!r}'
