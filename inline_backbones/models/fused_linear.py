@@ -8,7 +8,8 @@ linears) adds the bias and applies GELU (exact, erf form, as ``nn.GELU()``) in t
 
 It is used when nothing needs gradients, on CPU, for fp32 and bf16 (under CPU autocast the inputs are
 cast to the autocast dtype, as autocast does for ``F.linear``), outside ``torch.compile`` (inductor
-plans its own fusions) and jit tracing (FLOP counting); otherwise ``F.linear`` (+ ``F.gelu``) computes the same function.
+plans its own fusions) and jit tracing (FLOP counting); otherwise ``F.linear`` (+ ``F.gelu``) computes
+the same function.
 """
 import torch
 import torch.nn.functional as F

@@ -18,11 +18,16 @@ which equals the released ``q KV + (1 - s q . mean_N k) mean_N v`` with ``KV = (
 
 How the forward is laid out (it is memory-bound on CPUs, so it minimises passes over the N x C maps):
 ``s / N`` is the GEMM's ``alpha``, applied before its result is rounded to the autocast dtype, so ``M``
-stays in range in fp16/bf16 at any N (tested at N = 512 x 512) (the release's ``sqrt(s / N)`` factors serve the same purpose); with the identity kernel the
-means of k and v are the projections of the mean token; the depthwise conv runs channels-last on all
-B * C maps at once with ``mean(v)`` as its bias, and ``q M`` is accumulated into its output in place by
-one batched GEMM over all (image, head) pairs, which leaves the result in the (N, C) layout ``proj``
-reads. No N x N tensor, no loop over heads, windows or images.
+stays in range in fp16/bf16 at any N (tested at N = 512 x 512) (the release's ``sqrt(s / N)`` factors
+serve the same purpose); with the identity kernel the means of k and v are the projections of the mean
+token; k and v are separate GEMM outputs (contiguous, so bf16 matmuls and the conv read them without
+copies); the depthwise conv runs channels-last on all B * C maps at once with ``mean(v)`` as its bias;
+and ``q M`` is folded into ``proj``: with ``P = blockdiag_heads(M) W_p^T`` (C x C per image),
+``proj(q M + r) = q P + proj(r)``, and for the identity kernel ``q P = x (W_q^T P) + b_q M W_p^T``, so
+q is never formed (``b_q M`` joins the conv's bias) and ``x (W_q^T P)`` is accumulated in place into
+``proj``'s output by one batched GEMM. Linears put their bias (and the MLP's GELU) in the GEMM
+(``fused_linear.py``). The result is in the (N, C) layout the block reads. No N x N tensor, no loop
+over heads, windows or images.
 """
 import torch
 import torch.nn.functional as F
