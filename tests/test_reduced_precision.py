@@ -47,7 +47,7 @@ def test_bf16_stage_outputs_are_finite_and_within_2e_2_of_fp32(tiny_and_input, m
 @pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize('gelu', [False, True])
 def test_fused_linear_equals_f_linear(dtype, gelu):
-    x = torch.randn(2, 300, 48).to(dtype)
+    x = torch.randn(2, 2100, 48).to(dtype)                          # >= MIN_ROWS rows: the oneDNN path
     weight, bias = torch.randn(96, 48).to(dtype) * 0.2, torch.randn(96).to(dtype)
     with torch.no_grad():
         fused = linear(x, weight, bias, gelu=gelu)
@@ -55,7 +55,7 @@ def test_fused_linear_equals_f_linear(dtype, gelu):
         ref = F.gelu(ref) if gelu else ref
     assert fused.dtype == dtype and fused.shape == ref.shape
     torch.testing.assert_close(fused.float(), ref, rtol=1e-5 if dtype == torch.float32 else 1e-2,
-                               atol=1e-5 if dtype == torch.float32 else 2e-2)
+                               atol=1e-4 if dtype == torch.float32 else 3e-2)
 
 
 def test_fused_linear_under_autocast_and_with_gradients():
