@@ -1,10 +1,12 @@
 """bf16 inference (autocast and pure: weights and input cast) stays close to fp32; the fused oneDNN
-linears of the inference path compute the same function as ``F.linear`` (+ GELU)."""
+linears of the inference path compute the same function as ``F.linear`` (+ GELU); both forms of q M
+(folded into proj when N > C, explicit q otherwise) equal the N x N formula."""
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import naive_inline_attention
 
-from inline_backbones import InLineSwinTransformer
+from inline_backbones import InLineAttention, InLineSwinTransformer
 from inline_backbones.models.fused_linear import linear
 
 
@@ -67,3 +69,14 @@ def test_fused_linear_under_autocast_and_with_gradients():
     out.sum().backward()
     torch.testing.assert_close(out, F.gelu(F.linear(x, weight, bias)))
     assert x.grad is not None and torch.isfinite(x.grad).all()
+
+
+@pytest.mark.parametrize('hw', [(4, 5), (9, 9)])   # N = 20 < C (q formed) and N = 81 > C (q M folded)
+@pytest.mark.parametrize('qkv_bias', [True, False])
+def test_q_m_folded_or_not_equals_the_n_by_n_formula(hw, qkv_bias):
+    attn = InLineAttention(32, 4, qkv_bias=qkv_bias).double()
+    with torch.no_grad():
+        for p in attn.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+        x = torch.randn(2, hw[0] * hw[1], 32, dtype=torch.double)
+        torch.testing.assert_close(attn(x, hw), naive_inline_attention(attn, x, hw), rtol=1e-10, atol=1e-12)

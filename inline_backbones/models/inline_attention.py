@@ -104,10 +104,11 @@ class InLineAttention(nn.Module):
         # q M is folded into the output projection: with Mb = blockdiag_heads(M) and P = Mb W_p^T
         # (C x C per image), proj(q Mb + r) = q P + proj(r). For the identity kernel q = x W_q^T + b_q,
         # so q P = x (W_q^T P) + b_q Mb W_p^T: q is never formed, and b_q Mb joins the conv's bias.
+        # W_q^T P costs C^3 and saves the N C^2 of q, so it is taken when N > C.
         m = m.view(B, h, d, d)
         p = torch.matmul(m, self.proj.weight.t().reshape(h, d, C).to(m.dtype)).view(B, C, C)   # Mb W_p^T
         bias = v_mean
-        if self.kernel_func == 'identity':
+        if self.kernel_func == 'identity' and N > C:
             lhs, p = x, torch.matmul(w_q.t().to(p.dtype).expand(B, C, C), p)      # W_q^T Mb W_p^T
             if b_q is not None:
                 bias = bias + torch.matmul(b_q.view(1, h, 1, d).to(m.dtype).expand(B, h, 1, d), m).view(B, C)
