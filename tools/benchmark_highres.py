@@ -490,8 +490,9 @@ def plot(args, results, meta):
             for mode in args.dtype:
                 rows = sorted((r for r in results if r['model'] == name and r['dtype'] == mode and r.get(key, 0) > 0),
                               key=lambda r: r['pixels'])
-                ax.plot([r['pixels'] / 1e6 for r in rows], [r[key] * scale for r in rows], 'o-',
-                        label=name if len(args.dtype) == 1 else f'{name} {mode}')
+                if rows:
+                    ax.plot([r['pixels'] / 1e6 for r in rows], [r[key] * scale for r in rows], 'o-',
+                            label=name if len(args.dtype) == 1 else f'{name} {mode}')
         ax.set_xscale('log')
         ax.set_yscale('log')
         for axis in (ax.xaxis, ax.yaxis):
