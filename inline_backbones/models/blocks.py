@@ -13,6 +13,7 @@ from mmcv.cnn.bricks import DropPath
 from timm.layers import Mlp
 from torch import nn
 
+from .fused_linear import linear
 from .image_regions import fills_map, region_mask
 from .inline_attention import InLineAttention
 from .linear_attention import LinearAttention
@@ -58,9 +59,11 @@ class PatchMerging(nn.Module):
         x = x.view(B, H, W, C)
         if H % 2 or W % 2:
             x = F.pad(x, (0, 0, 0, W % 2, 0, H % 2))
-        x = torch.cat([x[:, 0::2, 0::2], x[:, 1::2, 0::2], x[:, 0::2, 1::2], x[:, 1::2, 1::2]], dim=-1)
-        hw_shape = tuple(x.shape[1:3])
-        return self.reduction(self.norm(x.flatten(1, 2))), hw_shape
+        Hp, Wp = x.shape[1:3]
+        # The four neighbours in Swin's order (row offset fastest, then column offset) in one copy:
+        # (B, H/2, 2[row], W/2, 2[col], C) -> (B, H/2, W/2, 2[col], 2[row], C).
+        x = x.reshape(B, Hp // 2, 2, Wp // 2, 2, C).permute(0, 1, 3, 4, 2, 5).reshape(B, -1, 4 * C)
+        return self.reduction(self.norm(x)), (Hp // 2, Wp // 2)
 
 
 class InLineSwinBlock(nn.Module):
@@ -113,7 +116,13 @@ class InLineSwinBlock(nn.Module):
             shift = self.shift_size if shift_mask is not None else 0
             attn = self.attn(self.norm1(x), hw_shape, shift, shift_mask)
         x = x + self.drop_path(attn)
-        return x + self.drop_path(self.mlp(self.norm2(x)))
+        return x + self.drop_path(self._mlp(self.norm2(x)))
+
+    def _mlp(self, x):
+        """timm's ``Mlp`` (fc1, GELU, fc2), with the biases and GELU applied inside the GEMMs."""
+        mlp = self.mlp
+        x = mlp.norm(mlp.drop1(linear(x, mlp.fc1.weight, mlp.fc1.bias, gelu=True)))
+        return mlp.drop2(linear(x, mlp.fc2.weight, mlp.fc2.bias))
 
     def forward(self, x, hw_shape, shift_mask=None, region=None):
         """``shift_mask`` is the stage's mask for the padded map; None means no shift at this size.

@@ -18,11 +18,16 @@ which equals the released ``q KV + (1 - s q . mean_N k) mean_N v`` with ``KV = (
 
 How the forward is laid out (it is memory-bound on CPUs, so it minimises passes over the N x C maps):
 ``s / N`` is the GEMM's ``alpha``, applied before its result is rounded to the autocast dtype, so ``M``
-stays in range in fp16/bf16 at any N (tested at N = 512 x 512) (the release's ``sqrt(s / N)`` factors serve the same purpose); with the identity kernel the
-means of k and v are the projections of the mean token; the depthwise conv runs channels-last on all
-B * C maps at once with ``mean(v)`` as its bias, and ``q M`` is accumulated into its output in place by
-one batched GEMM over all (image, head) pairs, which leaves the result in the (N, C) layout ``proj``
-reads. No N x N tensor, no loop over heads, windows or images.
+stays in range in fp16/bf16 at any N (tested at N = 512 x 512) (the release's ``sqrt(s / N)`` factors
+serve the same purpose); with the identity kernel the means of k and v are the projections of the mean
+token; k and v are separate GEMM outputs (contiguous, so bf16 matmuls and the conv read them without
+copies); the depthwise conv runs channels-last on all B * C maps at once with ``mean(v)`` as its bias;
+and ``q M`` is folded into ``proj``: with ``P = blockdiag_heads(M) W_p^T`` (C x C per image),
+``proj(q M + r) = q P + proj(r)``, and for the identity kernel ``q P = x (W_q^T P) + b_q M W_p^T``, so
+q is never formed (``b_q M`` joins the conv's bias) and ``x (W_q^T P)`` is accumulated in place into
+``proj``'s output by one batched GEMM. Linears put their bias (and the MLP's GELU) in the GEMM
+(``fused_linear.py``). The result is in the (N, C) layout the block reads. No N x N tensor, no loop
+over heads, windows or images.
 
 Padding-aware (``mask`` given, 1 on an image's own tokens): ``N`` becomes each image's own token count
 ``n`` and every mean a masked sum divided by ``n``; ``k`` is zeroed outside and scaled by ``s / n`` (the
@@ -32,6 +37,8 @@ see for the image alone (two extra elementwise passes, still no N x N tensor or 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from .fused_linear import linear
 
 KERNEL_FUNCTIONS = {
     'identity': lambda x: x,
@@ -86,23 +93,35 @@ class InLineAttention(nn.Module):
         """x: (B, N, C) tokens in row-major order of ``hw_shape`` = (H, W). Returns (B, N, C).
 
         ``mask`` (B, N, 1), 1 on each image's own tokens and 0 on padding, makes the layer padding-aware
-        (see :meth:`_masked_qkv`); outputs on padding tokens are then meaningless (finite).
+        (see the module docstring); outputs on padding tokens are then meaningless (finite).
         """
         B, N, C = x.shape
         H, W = hw_shape
         h, d, s = self.num_heads, self.head_dims, self.scale
-        alpha = s / N
-        if mask is not None:
-            q, k, v, x_mean, k_mean, v_mean = self._masked_qkv(x, mask)
-            alpha = 1.
-        else:
-            x_mean = x.mean(dim=1)                                               # (B, C)
-            q, k, v = self.qkv(x).view(B, N, 3, C).unbind(2)                     # strided (B, N, C) views
-            if self.kernel_func == 'identity':
-                k_mean, v_mean = self._mean_kv(x_mean)
-            else:
-                q, k = self.phi(q), self.phi(k)
+        # q, k and v projections as three GEMMs on views of the released ``qkv`` parameters, so k and v
+        # come out contiguous: the conv and the GEMMs below read them without layout copies (bf16
+        # matmuls copy every operand that is not contiguous or a transposed contiguous matrix).
+        w_q, w_k, w_v = self.qkv.weight.view(3, C, C).unbind(0)
+        b_q, b_k, b_v = (None,) * 3 if self.qkv.bias is None else self.qkv.bias.view(3, C).unbind(0)
+        k, v = linear(x, w_k, b_k), linear(x, w_v, b_v)                          # (B, N, C) each
+        if self.kernel_func != 'identity':
+            k = self.phi(k)
+        if mask is None:
+            x_mean, alpha = x.mean(dim=1), s / N                                 # (B, C)
+            if self.kernel_func != 'identity':
                 k_mean, v_mean = k.mean(dim=1), v.mean(dim=1)
+        else:
+            mask = mask.to(x.dtype)
+            counts = mask.sum(dim=1).clamp_(min=1)                               # (B, 1); 0 only if empty
+            x_mean, alpha = torch.bmm(mask.transpose(1, 2), x).squeeze(1) / counts, 1.
+            if self.kernel_func != 'identity':
+                k_mean = torch.bmm(mask.transpose(1, 2).to(k.dtype), k).squeeze(1) / counts
+                v_mean = torch.bmm(mask.transpose(1, 2).to(v.dtype), v).squeeze(1) / counts
+            # k^T v over own tokens only, with the per-image alpha s / n folded into k.
+            k = k * (mask * (s / counts).unsqueeze(1)).to(k.dtype)
+            v = v * mask.to(v.dtype)
+        if self.kernel_func == 'identity':                          # means of k, v = projected mean token
+            k_mean, v_mean = F.linear(x_mean, w_k, b_k), F.linear(x_mean, w_v, b_v)
 
         # M per (image, head): (s/N) k^T v - s mean(k)^T mean(v), one batched GEMM.
         k_t = k.reshape(B, N, h, d).permute(0, 2, 3, 1).reshape(B * h, d, N)
@@ -110,50 +129,38 @@ class InLineAttention(nn.Module):
         m = torch.baddbmm((k_mean.reshape(B * h, d, 1) * v_mean.reshape(B * h, 1, d)).mul_(-s).to(k_t.dtype),
                           k_t, v_h, alpha=alpha)                                   # (B*h, d, d)
 
-        if not self.local_residual:                                                # q M + mean(v) only
-            q_h = q.reshape(B, N, h, d).transpose(1, 2).reshape(B * h, N, d)
-            out = torch.baddbmm(v_mean.reshape(B * h, 1, d).to(q_h.dtype), q_h, m.to(q_h.dtype))
-            return self.proj_drop(self.proj(out.view(B, h, N, d).transpose(1, 2).reshape(B, N, C)))
-        # Local residual + mean(v): depthwise 3x3 over the B*C maps, channels-last, in (N, B, C) memory.
-        kernels = self.residual(x_mean.unsqueeze(-1)).view(B * C, 1, 3, 3)
-        maps = v.reshape(B, H, W, C).permute(1, 2, 0, 3).reshape(1, H, W, B * C).permute(0, 3, 1, 2)
-        out = F.conv2d(maps, kernels.to(maps.dtype), bias=v_mean.reshape(B * C).to(maps.dtype), padding=1,
-                       groups=B * C)                                               # channels-last output
-        out = out.permute(0, 2, 3, 1).reshape(N, B * h, d)                        # a view in eager mode
-        # + q M per (image, head), accumulated in place (inductor cannot replay an in-place update
-        # through this transposed view of the conv output, so compiled graphs take the out-of-place form).
-        q_h = q.reshape(B, N, h, d).transpose(1, 2).reshape(B * h, N, d)
+        # q M is folded into the output projection: with Mb = blockdiag_heads(M) and P = Mb W_p^T
+        # (C x C per image), proj(q Mb + r) = q P + proj(r). For the identity kernel q = x W_q^T + b_q,
+        # so q P = x (W_q^T P) + b_q Mb W_p^T: q is never formed, and b_q Mb joins the conv's bias.
+        # W_q^T P costs C^3 and saves the N C^2 of q, so it is taken when N > C.
+        m = m.view(B, h, d, d)
+        p = torch.matmul(m, self.proj.weight.t().reshape(h, d, C).to(m.dtype)).view(B, C, C)   # Mb W_p^T
+        bias = v_mean
+        if self.kernel_func == 'identity' and N > C:
+            lhs, p = x, torch.matmul(w_q.t().to(p.dtype).expand(B, C, C), p)      # W_q^T Mb W_p^T
+            if b_q is not None:
+                bias = bias + torch.matmul(b_q.view(1, h, 1, d).to(m.dtype).expand(B, h, 1, d), m).view(B, C)
+        else:
+            lhs = self.phi(linear(x, w_q, b_q))
+
+        if self.local_residual:
+            # Local residual + mean(v) (+ b_q Mb): depthwise 3x3 over the B*C maps, channels-last, in
+            # (N, B, C) memory (for one image: v itself, no copy).
+            kernels = self.residual(x_mean.unsqueeze(-1)).view(B * C, 1, 3, 3)
+            maps = v.reshape(B, H, W, C).permute(1, 2, 0, 3).reshape(1, H, W, B * C).permute(0, 3, 1, 2)
+            out = F.conv2d(maps, kernels.to(maps.dtype), bias=bias.reshape(B * C).to(maps.dtype), padding=1,
+                           groups=B * C)                                           # channels-last output
+            out = linear(out.permute(0, 2, 3, 1).reshape(N, B, C).transpose(0, 1), self.proj.weight,
+                         self.proj.bias)                                          # (B, N, C)
+        else:                                                     # ablation: proj(q M + mean(v)) only
+            out = linear(bias, self.proj.weight, self.proj.bias).unsqueeze(1).expand(B, N, C).contiguous()
+        # + lhs P per image, accumulated in place (out of place in compiled graphs).
+        lhs, p = lhs.to(out.dtype), p.to(out.dtype)
         if torch.compiler.is_compiling():
-            out = torch.baddbmm(out.transpose(0, 1), q_h, m.to(q_h.dtype)).transpose(0, 1)
+            out = torch.baddbmm(out, lhs, p)
         else:
-            out.transpose(0, 1).baddbmm_(q_h, m.to(q_h.dtype))
-        return self.proj_drop(self.proj(out.reshape(N, B, C).transpose(0, 1)))
-
-    def _mean_kv(self, x_mean):
-        """Means of k and v for the identity kernel: the projections of the mean token (B, C) each."""
-        C = self.embed_dims
-        bias = None if self.qkv.bias is None else self.qkv.bias[C:]
-        return F.linear(x_mean, self.qkv.weight[C:], bias).view(-1, 2, C).unbind(1)
-
-    def _masked_qkv(self, x, mask):
-        """Padding-aware inputs of the forward: with ``n`` = the image's own token count (mask sum),
-        ``x_mean``, ``mean(k)``, ``mean(v)`` are sums over own tokens / n; ``v`` is zeroed on padding (so
-        the 3x3 residual sees zeros there, as around an image alone) and ``k`` is zeroed there and
-        scaled by ``s / n`` (the per-image GEMM alpha), so ``k^T v`` sums over own tokens only."""
-        B, N, C = x.shape
-        mask = mask.to(x.dtype)
-        counts = mask.sum(dim=1).clamp_(min=1)                                   # (B, 1); 0 only if empty
-        x_mean = torch.bmm(mask.transpose(1, 2), x).squeeze(1) / counts          # (B, C)
-        q, k, v = self.qkv(x).view(B, N, 3, C).unbind(2)
-        if self.kernel_func == 'identity':
-            k_mean, v_mean = self._mean_kv(x_mean)
-        else:
-            q, k = self.phi(q), self.phi(k)
-            k_mean = torch.bmm(mask.transpose(1, 2).to(k.dtype), k).squeeze(1) / counts
-            v_mean = torch.bmm(mask.transpose(1, 2).to(v.dtype), v).squeeze(1) / counts
-        k = k * (mask * (self.scale / counts).unsqueeze(1)).to(k.dtype)
-        v = v * mask.to(v.dtype)
-        return q, k, v, x_mean, k_mean, v_mean
+            out.baddbmm_(lhs, p)
+        return self.proj_drop(out)
 
     def extra_repr(self):
         return (f'embed_dims={self.embed_dims}, num_heads={self.num_heads}, kernel_func={self.kernel_func!r}'

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .fused_linear import linear
 from .window_plans import from_windows, to_windows
 
 MASK_VALUE = -100.0
@@ -101,13 +102,15 @@ class WindowAttention(nn.Module):
 
         windows = window_partition(x, ws)                                          # (B, nW, L, C)
         nW, L = windows.shape[1:3]
-        q, k, v = self.qkv(windows).view(B, nW, L, 3, h, C // h).permute(3, 0, 1, 4, 2, 5).unbind(0)
+        qkv = linear(windows, self.qkv.weight, self.qkv.bias)                      # bias in the GEMM
+        q, k, v = qkv.view(B, nW, L, 3, h, C // h).permute(3, 0, 1, 4, 2, 5).unbind(0)
         bias = self.relative_position_bias_table[self.relative_position_index.view(-1)]
         bias = bias.view(L, L, h).permute(2, 0, 1)                                 # (h, L, L)
         bias = bias + mask.unsqueeze(1) if shift_size else bias.unsqueeze(0)      # (nW|1, h, L, L)
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=bias.to(q.dtype), dropout_p=self.attn_drop_rate if self.training else 0.)
-        out = self.proj_drop(self.proj(out.transpose(2, 3).reshape(B, nW, L, C)))
+        out = linear(out.transpose(2, 3).reshape(B, nW, L, C), self.proj.weight, self.proj.bias)
+        out = self.proj_drop(out)
 
         x = window_reverse(out, (Hp, Wp), ws)
         if shift_size:
@@ -118,7 +121,7 @@ class WindowAttention(nn.Module):
         B, _, C = x.shape
         windows = to_windows(x, plan)                                              # (B*nW, L, C)
         L, h = windows.shape[1], self.num_heads
-        q, k, v = self.qkv(windows).view(1, -1, L, 3, h, C // h).permute(3, 0, 1, 4, 2, 5).unbind(0)
+        q, k, v = linear(windows, self.qkv.weight, self.qkv.bias).view(1, -1, L, 3, h, C // h).permute(3, 0, 1, 4, 2, 5).unbind(0)
         bias = self.relative_position_bias_table[self.relative_position_index.view(-1)]
         bias = bias.view(L, L, h).permute(2, 0, 1)                                 # (h, L, L)
         if plan.mask is not None:
@@ -126,7 +129,7 @@ class WindowAttention(nn.Module):
             bias = bias + (~plan.mask).transpose(1, 2).unsqueeze(1).float() * outside  # (B*nW, h, L, L)
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=bias.to(q.dtype), dropout_p=self.attn_drop_rate if self.training else 0.)
-        out = self.proj_drop(self.proj(out.transpose(2, 3).reshape(-1, L, C)))
+        out = self.proj_drop(linear(out.transpose(2, 3).reshape(-1, L, C), self.proj.weight, self.proj.bias))
         return from_windows(out, plan, B)
 
     def extra_repr(self):
