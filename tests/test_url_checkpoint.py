@@ -42,13 +42,13 @@ def served(tmp_path):
 
 def released_like_file(path):
     """A checkpoint of a random small backbone in the released layout; returns its trunk state."""
-    source = InLineSwinTransformer(arch=SMALL_ARCH)
+    source = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IIIS')
     torch.save({'model': source.state_dict(), 'epoch': 3}, path)
     return {k: v for k, v in source.state_dict().items() if not k.endswith('relative_position_index')}
 
 
 def load_through_init_cfg(checkpoint):
-    model = InLineSwinTransformer(arch=SMALL_ARCH, init_cfg=dict(type='Pretrained', checkpoint=checkpoint))
+    model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IIIS', init_cfg=dict(type='Pretrained', checkpoint=checkpoint))
     model.init_weights()
     return model
 
