@@ -72,7 +72,7 @@ def _prepare_cpu_distributed(argv, cfg, name):
     to_bn = syncbn_to_bn_options(cfg.model)
     if to_bn and dist.get_rank() == 0:
         print(f'[tools/{name}.py] CPU processes: SyncBN -> BN (statistics per process) at '
-              + ', '.join(opt.split('=')[0] for opt in to_bn), file=sys.stderr)
+              + ', '.join(opt[:-len('.type=BN')] for opt in to_bn), file=sys.stderr)
     return argv + ['--cfg-options', 'env_cfg.dist_cfg.backend=gloo',
                    'model_wrapper_cfg.type=MMDistributedDataParallel', 'model_wrapper_cfg.device_ids=None', *to_bn]
 
