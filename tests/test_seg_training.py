@@ -68,7 +68,8 @@ def test_two_process_gloo_training_with_syncbn_heads(workdir):
     log = out.stdout + out.stderr
     assert out.returncode == 0, log[-3000:]
     assert 'SyncBN -> BN (statistics per process) at model.decode_head.norm_cfg, model.auxiliary_head.norm_cfg' in log
-    assert re.search(r'(world_size|World size): 2', log), log[-2000:]
+    assert 'Distributed training: True' in log
+    assert re.search(r'(GPU number|world_size|World size): 2', log), log[-2000:]
     assert (work / 'iter_2.pth').is_file() and 'mIoU' in log
     saved = Config.fromfile(str(work / 'upernet_syncbn.py'))
     assert saved.model.decode_head.norm_cfg.type == saved.model.auxiliary_head.norm_cfg.type == 'BN'
