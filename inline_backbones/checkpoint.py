@@ -11,7 +11,11 @@ Everything goes through ``torch.load(..., weights_only=True)``; nothing turns th
   0.10.7 calls ``torch.load`` without ``weights_only``, which torch >= 2.6 treats as ``True``, so
   ``load_from``, ``--resume`` and testing fail. :func:`allow_mmengine_checkpoints` allow-lists exactly
   those classes (called when the package is imported, i.e. through ``custom_imports``).
+* A checkpoint given as a URL (``http(s)://``, ``file://``), as mmengine's ``Pretrained`` accepts, is
+  downloaded once into torch's hub cache (``$TORCH_HOME/hub/checkpoints/<file name>``, where timm and
+  torchvision keep theirs) and then loaded from there like a local file.
 """
+import os
 import os.path as osp
 import pickle
 from collections import OrderedDict
@@ -64,9 +68,46 @@ def allow_mmengine_checkpoints():
     ])
 
 
+URL_SCHEMES = ('http://', 'https://', 'file://')
+
+
+def download_checkpoint(url):
+    """The local copy of checkpoint ``url`` in torch's hub cache, downloaded if it is not there yet.
+
+    Under a distributed launch the first process of each node downloads while the others wait at a
+    barrier, then they read the cached file (torch writes it under a temporary name and renames it, so
+    a file in the cache is complete). Offline, or with a wrong URL, raises ``ConnectionError`` naming
+    the URL and the cache path where a copy fetched by hand is picked up.
+    """
+    from urllib.parse import unquote, urlparse
+
+    from mmengine.dist import barrier, get_local_rank
+
+    name = osp.basename(unquote(urlparse(url).path))
+    if not name:
+        raise ValueError(f'checkpoint URL {url!r} does not end in a file name')
+    local = osp.join(torch.hub.get_dir(), 'checkpoints', name)
+    if get_local_rank() == 0 and not osp.isfile(local):
+        os.makedirs(osp.dirname(local), exist_ok=True)
+        try:
+            torch.hub.download_url_to_file(url, local, progress=False)
+        except OSError as err:  # URLError, HTTPError, refused/timed-out connections are OSErrors
+            raise ConnectionError(
+                f'cannot download checkpoint {url!r}: {err}. Without network access, fetch the file '
+                f'elsewhere and either put it at {local!r} or set the checkpoint to its local path '
+                f'(--cfg-options model.backbone.init_cfg.checkpoint=PATH)') from err
+    barrier()
+    if not osp.isfile(local):
+        raise ConnectionError(f'checkpoint {url!r} was not downloaded to {local!r} on this node')
+    return local
+
+
 def load_checkpoint_file(path):
-    """Load a checkpoint file safely (``weights_only=True``); clear errors for a missing/bad file."""
-    path = osp.expanduser(str(path))
+    """Load a checkpoint file or URL safely (``weights_only=True``); clear errors for a missing/bad file."""
+    path = str(path)
+    if path.startswith(URL_SCHEMES):
+        path = download_checkpoint(path)
+    path = osp.expanduser(path)
     if not osp.isfile(path):
         raise FileNotFoundError(f'checkpoint file not found: {path!r} (set the path to a downloaded '
                                 f'InLine-Swin checkpoint, e.g. inline_swin_t.pth)')

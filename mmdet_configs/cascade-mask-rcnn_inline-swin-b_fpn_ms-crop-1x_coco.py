@@ -6,6 +6,6 @@ pretrained = 'checkpoints/inline_swin_b.pth'  # released ImageNet-1k checkpoint 
 model = dict(
     backbone=dict(
         arch='base',
-        drop_path_rate=0.3,
+        drop_path_rate=0.3,  # no Swin 1x run of this size: the 3x value (README)
         init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
     neck=dict(in_channels=[128, 256, 512, 1024]))

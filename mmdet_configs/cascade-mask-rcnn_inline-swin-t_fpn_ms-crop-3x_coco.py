@@ -64,7 +64,7 @@ train_dataloader = dict(dataset=dict(pipeline=train_pipeline))
 max_epochs = 36
 train_cfg = dict(max_epochs=max_epochs)
 param_scheduler = [
-    dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=1000),
+    dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=500),  # Swin: 500-iteration warm-up
     dict(type='MultiStepLR', begin=0, end=max_epochs, by_epoch=True, milestones=[27, 33], gamma=0.1),
 ]
 optim_wrapper = dict(
@@ -74,3 +74,6 @@ optim_wrapper = dict(
         'norm': dict(decay_mult=0.),
     }),
     optimizer=dict(_delete_=True, type='AdamW', lr=0.0001, betas=(0.9, 0.999), weight_decay=0.05))
+# Keep the last 3 epoch checkpoints and the best one by box AP (best_coco_bbox_mAP_epoch_N.pth).
+default_hooks = dict(
+    checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=3, save_best='coco/bbox_mAP', rule='greater'))

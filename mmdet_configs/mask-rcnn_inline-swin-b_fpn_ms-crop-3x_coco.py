@@ -6,6 +6,6 @@ pretrained = 'checkpoints/inline_swin_b.pth'  # released ImageNet-1k checkpoint 
 model = dict(
     backbone=dict(
         arch='base',
-        drop_path_rate=0.3,
+        drop_path_rate=0.3,  # no Swin Mask R-CNN Swin-B: Cascade Swin-B 3x value (README)
         init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
     neck=dict(in_channels=[128, 256, 512, 1024]))

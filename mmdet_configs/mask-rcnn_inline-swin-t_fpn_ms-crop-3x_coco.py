@@ -23,3 +23,13 @@ model = dict(
         with_cp=False,
         init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
     neck=dict(in_channels=[96, 192, 384, 768]))
+
+# Swin's detection schedule (Swin-Transformer-Object-Detection's mmdet 2.x schedule_1x base, shared by its
+# 1x and 3x configs): linear warm-up over 500 iterations from 0.001 x lr (mmdet 3.x's Swin config: 1000).
+param_scheduler = [
+    dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=500),
+    dict(type='MultiStepLR', begin=0, end=36, by_epoch=True, milestones=[27, 33], gamma=0.1),
+]
+# Keep the last 3 epoch checkpoints and the best one by box AP (best_coco_bbox_mAP_epoch_N.pth).
+default_hooks = dict(
+    checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=3, save_best='coco/bbox_mAP', rule='greater'))

@@ -25,3 +25,6 @@ model = dict(
         init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
     decode_head=dict(in_channels=[96, 192, 384, 768], num_classes=150),
     auxiliary_head=dict(in_channels=384, num_classes=150))
+
+# Keep the last 3 checkpoints (every 16k iterations) and the best one by mIoU (best_mIoU_iter_N.pth).
+default_hooks = dict(checkpoint=dict(max_keep_ckpts=3, save_best='mIoU', rule='greater'))

@@ -1,5 +1,6 @@
-"""End-to-end segmentation runs on a small generated shapes set: ``mim train``/``mim test`` and
-learning (a short run beats the untrained model by a clear margin)."""
+"""End-to-end segmentation runs on a small generated shapes set: ``mim train``/``mim test``, a 2-process
+gloo training of a SyncBN UperNet through torchrun, and learning (a short run beats the untrained model
+by a clear margin)."""
 import os
 import os.path as osp
 import re
@@ -43,6 +44,35 @@ def test_mim_train_and_test(workdir):
                          + [f'{k}={v}' for k, v in FAST.items()],
                          cwd=workdir, capture_output=True, text=True, timeout=600, env=env)
     assert out.returncode == 0 and 'mIoU' in out.stdout + out.stderr, (out.stdout + out.stderr)[-3000:]
+
+
+def test_two_process_gloo_training_with_syncbn_heads(workdir):
+    """UperNet with SyncBN heads (as the ADE20K configs) in 2 CPU processes: tools/train.py turns the
+    SyncBN layers into BN, which the run's saved config records."""
+    from mmengine.config import Config
+
+    config = workdir / 'upernet_syncbn.py'
+    config.write_text(f"_base_ = {CONFIG!r}\n"
+                      "norm_cfg = dict(type='SyncBN', requires_grad=True)\n"
+                      "model = dict(decode_head=dict(norm_cfg=norm_cfg), auxiliary_head=dict(norm_cfg=norm_cfg))\n")
+    assert Config.fromfile(str(config)).model.decode_head.norm_cfg.type == 'SyncBN'
+    work = workdir / 'dist_run'
+    opts = {**FAST, 'train_cfg.max_iters': 2, 'train_cfg.val_interval': 2, 'default_hooks.checkpoint.interval': 2,
+            'default_hooks.logger.interval': 1, 'param_scheduler.0.end': 1, 'param_scheduler.1.begin': 1,
+            'param_scheduler.1.end': 2}
+    out = subprocess.run([osp.join(BIN, 'torchrun'), '--nproc_per_node=2', '--master_port=29518',
+                          osp.join(ROOT, 'tools', 'train.py'), str(config), '--launcher', 'pytorch',
+                          '--work-dir', str(work), '--cfg-options'] + [f'{k}={v}' for k, v in opts.items()],
+                         cwd=workdir, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, 'PYTHONWARNINGS': 'ignore'})
+    log = out.stdout + out.stderr
+    assert out.returncode == 0, log[-3000:]
+    assert 'SyncBN -> BN (statistics per process) at model.decode_head.norm_cfg, model.auxiliary_head.norm_cfg' in log
+    assert 'Distributed training: True' in log
+    assert re.search(r'(GPU number|world_size|World size): 2', log), log[-2000:]
+    assert (work / 'iter_2.pth').is_file() and 'mIoU' in log
+    saved = Config.fromfile(str(work / 'upernet_syncbn.py'))
+    assert saved.model.decode_head.norm_cfg.type == saved.model.auxiliary_head.norm_cfg.type == 'BN'
 
 
 def test_short_training_beats_untrained_model(workdir, monkeypatch):

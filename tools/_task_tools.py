@@ -5,21 +5,49 @@ One addition for CPU-only machines: mmengine's ``pytorch`` launcher calls ``torc
 wraps the model with ``device_ids=[LOCAL_RANK]``, both of which fail without a GPU. Under ``torchrun``
 with ``--launcher pytorch`` and no CUDA, the gloo process group is initialised here (mmengine then
 skips its own initialisation) and the DDP wrapper gets ``device_ids=None``, so multi-process runs work
-on CPUs too.
+on CPUs too. ``SyncBatchNorm`` only runs on GPUs, so on that path every SyncBN layer of the model (the
+Cascade and UperNet heads use them) becomes a per-process BN, through ``--cfg-options`` entries that
+the saved config and the log show.
 """
+import argparse
 import os
 import os.path as osp
 import runpy
 import sys
 
+SYNC_BN_TYPES = ('SyncBN', 'MMSyncBN')  # mmcv's names for torch's and mmcv's SyncBatchNorm (GPU only)
 
-def task_of(config_path):
+
+def task_of(config):
+    """'mmdet' or 'mmseg', from the ``default_scope`` of a config (path or loaded ``Config``)."""
     from mmengine.config import Config
 
-    scope = Config.fromfile(config_path).get('default_scope')
+    cfg = config if isinstance(config, Config) else Config.fromfile(config)
+    scope = cfg.get('default_scope')
     if scope not in ('mmdet', 'mmseg'):
-        raise SystemExit(f'{config_path}: default_scope is {scope!r}; expected an mmdet or mmseg config')
+        raise SystemExit(f'{cfg.filename}: default_scope is {scope!r}; expected an mmdet or mmseg config')
     return scope
+
+
+def syncbn_to_bn_options(model_cfg, prefix='model'):
+    """``--cfg-options`` entries ``<path>.type=BN`` for every SyncBN norm config inside ``model_cfg``
+    (list items addressed by index, as mmengine's ``merge_from_dict`` reads them)."""
+    if isinstance(model_cfg, dict):
+        own = [f'{prefix}.type=BN'] if model_cfg.get('type') in SYNC_BN_TYPES else []
+        return own + [opt for key, value in model_cfg.items()
+                      for opt in syncbn_to_bn_options(value, f'{prefix}.{key}')]
+    if isinstance(model_cfg, (list, tuple)):
+        return [opt for i, value in enumerate(model_cfg) for opt in syncbn_to_bn_options(value, f'{prefix}.{i}')]
+    return []
+
+
+def _user_cfg_options(argv):
+    """The ``--cfg-options`` the user passed, parsed as the task tools parse them."""
+    from mmengine.config import DictAction
+
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction)
+    return parser.parse_known_args(argv)[0].cfg_options or {}
 
 
 def _launcher(argv):
@@ -31,7 +59,7 @@ def _launcher(argv):
     return 'none'
 
 
-def _prepare_cpu_distributed(argv):
+def _prepare_cpu_distributed(argv, cfg, name):
     import torch
     import torch.distributed as dist
 
@@ -40,17 +68,25 @@ def _prepare_cpu_distributed(argv):
     if 'LOCAL_RANK' not in os.environ:
         raise SystemExit('--launcher pytorch needs torchrun (or torch.distributed.run) to start the processes')
     dist.init_process_group(backend='gloo')
+    cfg.merge_from_dict(_user_cfg_options(argv))
+    to_bn = syncbn_to_bn_options(cfg.model)
+    if to_bn and dist.get_rank() == 0:
+        print(f'[tools/{name}.py] CPU processes: SyncBN -> BN (statistics per process) at '
+              + ', '.join(opt[:-len('.type=BN')] for opt in to_bn), file=sys.stderr)
     return argv + ['--cfg-options', 'env_cfg.dist_cfg.backend=gloo',
-                   'model_wrapper_cfg.type=MMDistributedDataParallel', 'model_wrapper_cfg.device_ids=None']
+                   'model_wrapper_cfg.type=MMDistributedDataParallel', 'model_wrapper_cfg.device_ids=None', *to_bn]
 
 
 def run_task_tool(name):
     """``python tools/<name>.py CONFIG [args]`` -> the task library's ``tools/<name>.py CONFIG [args]``."""
     if len(sys.argv) < 2 or sys.argv[1].startswith('-'):
         raise SystemExit(f'usage: python tools/{name}.py CONFIG [options of mmdet/mmseg tools/{name}.py]')
-    package = __import__(task_of(sys.argv[1]))
+    from mmengine.config import Config
+
+    cfg = Config.fromfile(sys.argv[1])
+    package = __import__(task_of(cfg))
     script = osp.join(osp.dirname(package.__file__), '.mim', 'tools', f'{name}.py')
     if not osp.isfile(script):
         raise SystemExit(f'{package.__name__} has no {script}; reinstall it with pip (not from a source tree)')
-    sys.argv = [script] + _prepare_cpu_distributed(sys.argv[1:])
+    sys.argv = [script] + _prepare_cpu_distributed(sys.argv[1:], cfg, name)
     runpy.run_path(script, run_name='__main__')
