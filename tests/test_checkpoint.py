@@ -59,9 +59,9 @@ def test_released_fixture_loads_every_trunk_parameter(monkeypatch):
     path = rf.checkpoint_path('IIMS2')
     released = load_checkpoint_file(path)
     assert released['config']['MODEL']['TYPE'] and released['epoch'] >= 0
-    released = released['model']
+    released, arch = released['model'], rf.mini_arch('IIMS2')
     calls = _recording_torch_load(monkeypatch)
-    model = MODELS.build(dict(type='InLineSwinTransformer', arch=rf.mini_arch('IIMS2'), attn_type='IIMS2',
+    model = MODELS.build(dict(type='InLineSwinTransformer', arch=arch, attn_type='IIMS2',
                               init_cfg=dict(type='Pretrained', checkpoint=str(path))))
     model.init_weights()
     assert calls == [True]
