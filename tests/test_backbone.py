@@ -13,6 +13,7 @@ def _attention_types(model):
     return [[type(b.attn) for b in stage.blocks] for stage in model.layers]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('arch, channels', [('tiny', 96), ('small', 96), ('base', 128)])
 @pytest.mark.parametrize('size', [(97, 131), (224, 224)])
 def test_presets_shapes_at_odd_and_non_square_sizes(arch, channels, size):

@@ -29,6 +29,7 @@ def _build_through(task, ours=True, extra=''):
             f'assert type(m).__name__ in ("InLineSwinTransformer", "ResNet", "ResNetV1c"), type(m)\n')
 
 
+@pytest.mark.slow
 def test_package_imports_neither_mmdet_nor_mmseg():
     code = ('import torch\nfrom inline_backbones import MODELS\n'
             'm = MODELS.build(dict(type="InLineSwinTransformer", arch="tiny")).eval()\n'
