@@ -263,6 +263,7 @@ def test_window_stage_shifts_only_when_both_sides_exceed_the_window(hw, shifts):
     """The released rule: no shift when min(H, W) <= window (7). A stage compared with a copy whose
     blocks never shift gives the same tokens exactly when the rule says no shift."""
     stage = InLineSwinStage(32, 2, ['window', 'window'], window_size=7, downsample=False).eval()
+    assert all(isinstance(b.drop_path, torch.nn.Identity) for b in stage.blocks)   # no rates: no drop path
     with torch.no_grad():
         for p in stage.parameters():
             p.add_(0.05 * torch.randn_like(p))
@@ -287,3 +288,64 @@ def test_only_the_last_stage_skips_the_shift_at_224x320():
                 for stage, (x, hw, out) in zip(model.layers, captured)]
     assert sizes == [(56, 80), (28, 40), (14, 20), (7, 10)]
     assert same == [False, False, False, True]
+
+
+def test_window_attention_arguments_dropout_and_repr():
+    with pytest.raises(ValueError, match='embed_dims 10 is not divisible by num_heads 3'):
+        WindowAttention(10, 3)
+    assert 'embed_dims=16, num_heads=2, window_size=5' in repr(WindowAttention(16, 2, window_size=5))
+    plain = WindowAttention(16, 2, window_size=7)
+    dropping = WindowAttention(16, 2, window_size=7, attn_drop_rate=0.5)
+    dropping.load_state_dict(plain.state_dict())
+    x = torch.randn(2, 14 * 14, 16)
+    with torch.no_grad():
+        ref = plain.eval()(x, (14, 14))
+        torch.testing.assert_close(dropping.eval()(x, (14, 14)), ref, rtol=0, atol=0)   # no dropout in eval
+        assert not torch.allclose(dropping.train()(x, (14, 14)), ref, rtol=1e-3, atol=1e-3)
+
+
+def test_block_rejects_unknown_attention_type():
+    from inline_backbones.models.blocks import InLineSwinBlock
+    with pytest.raises(ValueError, match="attn_type must be 'inline' or 'window', got 'global'"):
+        InLineSwinBlock(16, 2, 'global')
+
+
+def test_smallest_input_is_the_last_stride():
+    model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS').eval()
+    with torch.no_grad():
+        assert [o.shape[-2:] for o in model(torch.randn(1, 3, 32, 40))][-1] == (1, 2)
+    with pytest.raises(ValueError, match='32x31 pixels is too small .* at least 32'):
+        model(torch.randn(1, 3, 32, 31))
+
+
+def test_bad_arch_arguments():
+    with pytest.raises(TypeError, match='arch must be a str or a dict, got int'):
+        InLineSwinTransformer(arch=3)
+    with pytest.raises(ValueError, match='differ in length'):
+        InLineSwinTransformer(arch=dict(embed_dims=32, depths=[2, 2, 2, 2], num_heads=[1, 2, 4]), attn_type='IIII')
+    with pytest.raises(ValueError, match=r'out_indices \(\) must be non-empty'):
+        InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IIII', out_indices=())
+    with pytest.raises(ValueError, match='out_indices'):
+        InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IIII', out_indices=(-1,))
+    custom = dict(SMALL_ARCH, attn_type='IISS')
+    model = InLineSwinTransformer(arch=custom)
+    assert model.attn_type == 'IISS' and model.arch == custom and model.arch is not custom
+
+
+def test_init_from_scratch_and_from_an_mmengine_init_cfg():
+    model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IIMS1')
+    with torch.no_grad():
+        for p in model.parameters():
+            p.fill_(3.0)
+    model.init_weights()
+    linear = torch.cat([m.weight.flatten() for m in model.modules() if isinstance(m, torch.nn.Linear)])
+    assert 0.015 < linear.std().item() < 0.025                    # trunc_normal(std=0.02)
+    assert all(m.bias is None or not m.bias.any() for m in model.modules() if isinstance(m, torch.nn.Linear))
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.LayerNorm)]
+    assert all((m.weight == 1).all() and not m.bias.any() for m in norms)
+    tables = torch.cat([p.flatten() for n, p in model.named_parameters() if n.endswith('relative_position_bias_table')])
+    assert 0.015 < tables.std().item() < 0.025
+    constant = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IIMS1',
+                                     init_cfg=dict(type='Constant', layer='Linear', val=0.5, bias=0.))
+    constant.init_weights()
+    assert all((m.weight == 0.5).all() for m in constant.modules() if isinstance(m, torch.nn.Linear))

@@ -13,7 +13,7 @@ from mmengine.logging import HistoryBuffer
 from torch import nn
 
 from inline_backbones import MODELS, CheckpointMismatchError, InLineSwinTransformer, load_pretrained
-from inline_backbones.checkpoint import load_checkpoint_file
+from inline_backbones.checkpoint import allow_mmengine_checkpoints, load_checkpoint_file
 
 SMALL_ARCH = dict(embed_dims=32, depths=[2, 2, 2, 2], num_heads=[1, 2, 4, 8])
 
@@ -238,6 +238,38 @@ def test_getattr_in_checkpoints_is_limited_to_history_buffer_statistics(tmp_path
         torch.save({'stat': _Getattr(owner, name)}, tmp_path / 'bad.pth')
         with pytest.raises(RuntimeError, match='only HistoryBuffer statistics methods are allowed'):
             load_checkpoint_file(tmp_path / 'bad.pth')
+
+
+RUNNER_DTYPES = ('bool', 'int8', 'int16', 'int32', 'int64', 'uint8', 'uint16', 'uint32', 'uint64', 'float16',
+                 'float32', 'float64')
+
+
+def test_allow_list_is_what_runner_checkpoints_need(tmp_path):
+    """With torch's allow-list emptied, such a file is refused; ``allow_mmengine_checkpoints`` alone makes
+    it load: a HistoryBuffer (with its statistics methods), numpy arrays, scalars and dtypes."""
+    buffer = HistoryBuffer()
+    for value in (1.0, 2.0, 4.5):
+        buffer.update(value)
+    content = {'hub': {'loss': buffer}, 'stat': _Getattr(HistoryBuffer, 'max'),
+               'arrays': [np.arange(3).astype(t) for t in RUNNER_DTYPES],
+               'scalars': [np.arange(2).astype(t)[1] for t in RUNNER_DTYPES],
+               'dtypes': [np.dtype(t) for t in RUNNER_DTYPES]}
+    torch.save(content, tmp_path / 'runner.pth')
+    registered = torch.serialization.get_safe_globals()
+    torch.serialization.clear_safe_globals()
+    try:
+        with pytest.raises(RuntimeError, match='weights_only=True'):
+            load_checkpoint_file(tmp_path / 'runner.pth')
+        allow_mmengine_checkpoints()
+        loaded = load_checkpoint_file(tmp_path / 'runner.pth')
+    finally:
+        torch.serialization.clear_safe_globals()
+        torch.serialization.add_safe_globals(registered)
+    assert loaded['hub']['loss'].mean() == buffer.mean() and loaded['hub']['loss'].current() == 4.5
+    assert loaded['stat'] is HistoryBuffer.max
+    for t, array, scalar, dtype in zip(RUNNER_DTYPES, loaded['arrays'], loaded['scalars'], loaded['dtypes']):
+        assert array.dtype == np.dtype(t) and (array == np.arange(3).astype(t)).all(), t
+        assert scalar.dtype == np.dtype(t) and scalar == 1 and dtype == np.dtype(t), t
 
 
 class ToyModel(nn.Module):

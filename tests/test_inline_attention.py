@@ -169,3 +169,15 @@ def test_torch_compile_matches_eager():
         eager = attn(x, (12, 10))
         compiled = torch.compile(attn)(x, (12, 10))
     torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize('kernel_func', ['identity', 'relu'])
+def test_without_qkv_bias_matches_naive_reference(kernel_func):
+    attn = InLineAttention(16, 2, qkv_bias=False, kernel_func=kernel_func).double()
+    assert attn.qkv.bias is None
+    x = torch.randn(2, 20, 16, dtype=torch.float64) + 0.3
+    torch.testing.assert_close(attn(x, (4, 5)), naive_inline_attention(attn, x, (4, 5)), rtol=1e-10, atol=1e-10)
+
+
+def test_extra_repr():
+    assert 'embed_dims=24, num_heads=3, kernel_func=\'exp\'' in repr(InLineAttention(24, 3, kernel_func='exp'))
