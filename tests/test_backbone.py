@@ -229,9 +229,9 @@ def test_every_parameter_gets_a_finite_gradient():
         assert torch.isfinite(p.grad).all(), name
 
 
-# bf16 keeps 8 bits of mantissa; through the 12 blocks of InLine-Swin-T the outputs stay within this
-# relative distance of fp32 (measured at 1024x1024, seed 0: see the test).
-BF16_BACKBONE_RTOL = 0.05
+# bf16 keeps 8 bits of mantissa (unit roundoff 2^-8 = 3.9e-3); through the 12 blocks of InLine-Swin-T
+# the outputs measured 5.0e-3, 6.7e-3, 9.9e-3, 1.1e-2 relative to fp32 (levels 0-3, 1024x1024, seed 0).
+BF16_BACKBONE_RTOL = 0.025
 
 
 @pytest.mark.slow
