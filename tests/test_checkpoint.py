@@ -40,11 +40,12 @@ def make_released_checkpoint(path, model, num_classes=1000):
 
 
 def _recording_torch_load(monkeypatch):
+    """Record the keyword arguments of every ``torch.load`` (the package must pass these two)."""
     calls = []
     real_load = torch.load
 
     def recording_load(*args, **kwargs):
-        calls.append(kwargs.get('weights_only'))
+        calls.append((kwargs.get('map_location'), kwargs.get('weights_only')))
         return real_load(*args, **kwargs)
 
     monkeypatch.setattr(torch, 'load', recording_load)
@@ -64,7 +65,7 @@ def test_released_fixture_loads_every_trunk_parameter(monkeypatch):
     model = MODELS.build(dict(type='InLineSwinTransformer', arch=arch, attn_type='IIMS2',
                               init_cfg=dict(type='Pretrained', checkpoint=str(path))))
     model.init_weights()
-    assert calls == [True]
+    assert calls == [('cpu', True)]
     own = model.state_dict()
     trunk = [k for k in own if not k.startswith(('norm0.', 'norm1.', 'norm2.', 'norm3.'))]
     for key in trunk:
@@ -83,7 +84,7 @@ def test_released_tiny_checkpoint_loads_every_trunk_parameter(tmp_path, monkeypa
     model = MODELS.build(dict(type='InLineSwinTransformer', arch='tiny',
                               init_cfg=dict(type='Pretrained', checkpoint=str(path))))
     model.init_weights()
-    assert calls == [True]
+    assert calls == [('cpu', True)]
     own = model.state_dict()
     for key, value in saved.items():
         assert torch.equal(own[key], value), key
@@ -125,6 +126,48 @@ def test_shape_mismatch_and_unknown_keys_fail(tmp_path):
         model.init_weights()
     assert 'layers.0.blocks.0.attn.qkv.weight: checkpoint (10, 32) vs model (96, 32)' in str(err.value)
     assert 'layers.0.blocks.0.attn.extra_pos' in str(err.value)
+
+
+def _mismatch_message(path, **lists):
+    """The message load_pretrained must give, written out: one line per non-empty list, 20 keys at most."""
+    lines = [f'checkpoint {path!r} does not fit InLineSwinTransformer (check arch, attn_type and that this '
+             f'is an InLine-Swin checkpoint):']
+    for title, keys in lists.items():
+        if keys:
+            lines.append(f'  {title.replace("_", " ")} ({len(keys)}): ' + ', '.join(keys[:20])
+                         + (' ...' if len(keys) > 20 else ''))
+    return '\n'.join(lines)
+
+
+@pytest.mark.parametrize('num_missing, num_unexpected, num_mismatched', [(21, 1, 1), (20, 0, 0), (0, 1, 0), (0, 0, 1)])
+def test_mismatch_message_lists_the_keys(tmp_path, num_missing, num_unexpected, num_mismatched):
+    """Any one kind of problem fails the load; the message lists each kind, cut after 20 keys."""
+    model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS')
+    state = {k: torch.randn_like(v) for k, v in model.state_dict().items()}
+    keys = [k for k in state if not k.startswith('norm')]
+    missing = keys[:num_missing]
+    for k in missing:
+        del state[k]
+    unexpected = [f'layers.0.extra{i}' for i in range(num_unexpected)]
+    state.update({k: torch.zeros(1) for k in unexpected})
+    mismatched = []
+    for k in keys[len(keys) - num_mismatched:]:
+        state[k] = torch.zeros(2, 3)
+        mismatched.append(f'{k}: checkpoint (2, 3) vs model {tuple(model.state_dict()[k].shape)}')
+    path = str(tmp_path / 'ckpt.pth')
+    torch.save({'model': state}, path)
+    with pytest.raises(CheckpointMismatchError) as err:
+        load_pretrained(model, path)
+    assert str(err.value) == _mismatch_message(path, missing_in_checkpoint=missing,
+                                               unexpected_in_checkpoint=unexpected, shape_mismatch=mismatched)
+
+
+def test_non_tensor_entries_are_listed_ten_at_most(tmp_path):
+    bad = [f'layers.0.meta{i:02d}' for i in range(12)]
+    torch.save({'model': _small_state(**{k: 'not a tensor' for k in bad})}, tmp_path / 'meta.pth')
+    with pytest.raises(TypeError) as err:
+        load_pretrained(InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS'), tmp_path / 'meta.pth')
+    assert str(err.value) == f'checkpoint entries are not tensors: {bad[:10]}; is this a model state dict?'
 
 
 def test_missing_file_is_a_clear_error(tmp_path):
