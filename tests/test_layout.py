@@ -56,3 +56,8 @@ def test_window_blocks_shift_on_odd_indices_within_their_stage(layout, stage3):
     other_window = InLineSwinTransformer(arch=dict(embed_dims=16, depths=[2, 2, 2, 2], num_heads=[1, 2, 4, 8]),
                                          attn_type='SSSS', window_size=8)
     assert all(s == [('window', 0), ('window', 4)] for s in _shift_sizes(other_window))
+
+
+def test_layout_must_be_a_string():
+    with pytest.raises(TypeError, match='attn_type must be a layout string such as "IIIS", got list'):
+        parse_attn_layout(['I', 'I', 'I', 'S'], [2, 2, 6, 2])
