@@ -5,8 +5,12 @@ VENV ?= .venv
 VENV_ABS := $(abspath $(VENV))
 PY := $(VENV_ABS)/bin/python
 PYTEST_ARGS ?=
+# mutation: mutmut's worker processes (one per core by default) and optional mutant name globs,
+# e.g. MUTANTS='inline_backbones.checkpoint*' to run one file.
+MUTATION_JOBS ?= $(shell nproc)
+MUTANTS ?=
 
-.PHONY: setup demo fullsize-demo test
+.PHONY: setup demo fullsize-demo test mutation
 
 setup:
 	VENV=$(VENV_ABS) bash tools/setup_env.sh
@@ -19,3 +23,10 @@ fullsize-demo: setup
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Mutation testing of inline_backbones/models/ and inline_backbones/checkpoint.py against the fast tests
+# (pytest -m 'not slow'); configuration in pyproject.toml [tool.mutmut], working copy and results in
+# mutants/ (results are cached there: a second run only tries new or named mutants).
+mutation: setup
+	$(VENV_ABS)/bin/mutmut run --max-children $(MUTATION_JOBS) $(MUTANTS)
+	$(VENV_ABS)/bin/mutmut results

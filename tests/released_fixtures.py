@@ -11,7 +11,11 @@ import torch
 
 from inline_backbones import InLineSwinTransformer
 
-FIXTURE_DIR = Path(__file__).resolve().parents[2] / 'shared' / 'fixtures' / 'released-inline-swin'
+FIXTURE_SUBDIR = Path('shared') / 'fixtures' / 'released-inline-swin'
+# ``../shared`` next to the repository; searched upwards so that copies of the tests at another depth
+# (the mutation run executes them from ``mutants/tests``) find it too.
+FIXTURE_DIR = next((p / FIXTURE_SUBDIR for p in Path(__file__).resolve().parents if (p / FIXTURE_SUBDIR).is_dir()),
+                   Path(__file__).resolve().parents[2] / FIXTURE_SUBDIR)
 LAYOUTS = ('IIIS', 'IISS', 'IIMS2')
 KERNELS = ('identity', 'exp', 'relu')
 

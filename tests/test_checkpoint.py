@@ -1,35 +1,29 @@
+"""Checkpoint loading: the released format, detector prefixes, strict key checks, error paths, and the
+``weights_only`` protection (payloads written the way an attacker would, the ``getattr`` guard)."""
 import os
 import pickle
 import subprocess
 import sys
 
+import numpy as np
 import pytest
+import released_fixtures as rf
 import torch
+from mmengine.logging import HistoryBuffer
 from torch import nn
 
-from inline_backbones import MODELS, CheckpointMismatchError, InLineSwinTransformer
-
-yacs_config = pytest.importorskip('yacs.config')
+from inline_backbones import MODELS, CheckpointMismatchError, InLineSwinTransformer, load_pretrained
+from inline_backbones.checkpoint import allow_mmengine_checkpoints, load_checkpoint_file
 
 SMALL_ARCH = dict(embed_dims=32, depths=[2, 2, 2, 2], num_heads=[1, 2, 4, 8])
 
 
-def _released_config():
-    cfg = yacs_config.CfgNode()
-    cfg.MODEL = yacs_config.CfgNode()
-    cfg.MODEL.TYPE = 'inline_swin'
-    cfg.MODEL.NAME = 'inline_swin_tiny'
-    cfg.MODEL.SWIN = yacs_config.CfgNode()
-    cfg.MODEL.SWIN.DEPTHS = [2, 2, 6, 2]
-    cfg.MODEL.SWIN.ATTN_TYPE = 'IIIS'
-    cfg.TRAIN = yacs_config.CfgNode()
-    cfg.TRAIN.BASE_LR = 1e-3
-    cfg.freeze()
-    return cfg
-
-
 def make_released_checkpoint(path, model, num_classes=1000):
-    """A file in the released format, built from ``model``'s trunk with random values."""
+    """A file in the released layout, built from ``model``'s trunk with random values.
+
+    (The real files also pickle a yacs ``CfgNode`` as ``config``; the authors' fixtures carry one, see
+    ``test_released_fixture_loads_every_trunk_parameter``. Here a plain dict stands in, so no yacs.)
+    """
     state = {k: torch.randn_like(v) for k, v in model.state_dict().items() if not k.startswith('norm')}
     last = model.num_features[-1]
     extra = {'norm.weight': torch.randn(last), 'norm.bias': torch.randn(last),
@@ -41,27 +35,56 @@ def make_released_checkpoint(path, model, num_classes=1000):
             extra[f'{name}.attn_mask'] = torch.zeros(4, 49, 49)
     torch.save({'model': {**state, **extra}, 'optimizer': {'state': {}, 'param_groups': [{'lr': 1e-3}]},
                 'lr_scheduler': {'last_epoch': 299}, 'max_accuracy': 82.4, 'epoch': 299,
-                'config': _released_config()}, path)
+                'config': {'MODEL': {'TYPE': 'inline_swin', 'SWIN': {'DEPTHS': [2, 2, 6, 2]}}}}, path)
     return state
+
+
+def _recording_torch_load(monkeypatch):
+    """Record the keyword arguments of every ``torch.load`` (the package must pass these two)."""
+    calls = []
+    real_load = torch.load
+
+    def recording_load(*args, **kwargs):
+        calls.append((kwargs.get('map_location'), kwargs.get('weights_only')))
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(torch, 'load', recording_load)
+    return calls
+
+
+def test_released_fixture_loads_every_trunk_parameter(monkeypatch):
+    """The authors' file (with its pickled yacs ``CfgNode``, yacs not needed) loads through ``init_cfg``
+    with one ``weights_only=True`` load; every trunk tensor comes from the file, the classifier, the final
+    norm and the buffers are dropped, the output norms keep their init."""
+    monkeypatch.delenv('TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD', raising=False)
+    path = rf.checkpoint_path('IIMS2')
+    released = load_checkpoint_file(path)
+    assert released['config']['MODEL']['TYPE'] and released['epoch'] >= 0
+    released, arch = released['model'], rf.mini_arch('IIMS2')
+    calls = _recording_torch_load(monkeypatch)
+    model = MODELS.build(dict(type='InLineSwinTransformer', arch=arch, attn_type='IIMS2',
+                              init_cfg=dict(type='Pretrained', checkpoint=str(path))))
+    model.init_weights()
+    assert calls == [('cpu', True)]
+    own = model.state_dict()
+    trunk = [k for k in own if not k.startswith(('norm0.', 'norm1.', 'norm2.', 'norm3.'))]
+    for key in trunk:
+        assert torch.equal(own[key], released[key]), key
+    dropped = {k for k in released if k not in own}
+    assert dropped and all(k.startswith(('head.', 'norm.')) or k.endswith(('relative_position_index', 'attn_mask'))
+                           for k in dropped), dropped
+    assert torch.equal(own['norm3.weight'], torch.ones_like(own['norm3.weight']))
 
 
 def test_released_tiny_checkpoint_loads_every_trunk_parameter(tmp_path, monkeypatch):
     monkeypatch.delenv('TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD', raising=False)
     path = tmp_path / 'inline_swin_t.pth'
     saved = make_released_checkpoint(path, InLineSwinTransformer('tiny'))
-
-    calls = []
-    real_load = torch.load
-
-    def recording_load(*args, **kwargs):
-        calls.append(kwargs.get('weights_only'))
-        return real_load(*args, **kwargs)
-
-    monkeypatch.setattr(torch, 'load', recording_load)
+    calls = _recording_torch_load(monkeypatch)
     model = MODELS.build(dict(type='InLineSwinTransformer', arch='tiny',
                               init_cfg=dict(type='Pretrained', checkpoint=str(path))))
     model.init_weights()
-    assert calls == [True]
+    assert calls == [('cpu', True)]
     own = model.state_dict()
     for key, value in saved.items():
         assert torch.equal(own[key], value), key
@@ -105,6 +128,48 @@ def test_shape_mismatch_and_unknown_keys_fail(tmp_path):
     assert 'layers.0.blocks.0.attn.extra_pos' in str(err.value)
 
 
+def _mismatch_message(path, **lists):
+    """The message load_pretrained must give, written out: one line per non-empty list, 20 keys at most."""
+    lines = [f'checkpoint {path!r} does not fit InLineSwinTransformer (check arch, attn_type and that this '
+             f'is an InLine-Swin checkpoint):']
+    for title, keys in lists.items():
+        if keys:
+            lines.append(f'  {title.replace("_", " ")} ({len(keys)}): ' + ', '.join(keys[:20])
+                         + (' ...' if len(keys) > 20 else ''))
+    return '\n'.join(lines)
+
+
+@pytest.mark.parametrize('num_missing, num_unexpected, num_mismatched', [(21, 1, 1), (20, 0, 0), (0, 1, 0), (0, 0, 1)])
+def test_mismatch_message_lists_the_keys(tmp_path, num_missing, num_unexpected, num_mismatched):
+    """Any one kind of problem fails the load; the message lists each kind, cut after 20 keys."""
+    model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS')
+    state = {k: torch.randn_like(v) for k, v in model.state_dict().items()}
+    keys = [k for k in state if not k.startswith('norm')]
+    missing = keys[:num_missing]
+    for k in missing:
+        del state[k]
+    unexpected = [f'layers.0.extra{i}' for i in range(num_unexpected)]
+    state.update({k: torch.zeros(1) for k in unexpected})
+    mismatched = []
+    for k in keys[len(keys) - num_mismatched:]:
+        state[k] = torch.zeros(2, 3)
+        mismatched.append(f'{k}: checkpoint (2, 3) vs model {tuple(model.state_dict()[k].shape)}')
+    path = str(tmp_path / 'ckpt.pth')
+    torch.save({'model': state}, path)
+    with pytest.raises(CheckpointMismatchError) as err:
+        load_pretrained(model, path)
+    assert str(err.value) == _mismatch_message(path, missing_in_checkpoint=missing,
+                                               unexpected_in_checkpoint=unexpected, shape_mismatch=mismatched)
+
+
+def test_non_tensor_entries_are_listed_ten_at_most(tmp_path):
+    bad = [f'layers.0.meta{i:02d}' for i in range(12)]
+    torch.save({'model': _small_state(**{k: 'not a tensor' for k in bad})}, tmp_path / 'meta.pth')
+    with pytest.raises(TypeError) as err:
+        load_pretrained(InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS'), tmp_path / 'meta.pth')
+    assert str(err.value) == f'checkpoint entries are not tensors: {bad[:10]}; is this a model state dict?'
+
+
 def test_missing_file_is_a_clear_error(tmp_path):
     model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS',
                                   init_cfg=dict(type='Pretrained', checkpoint=str(tmp_path / 'nope.pth')))
@@ -112,18 +177,142 @@ def test_missing_file_is_a_clear_error(tmp_path):
         model.init_weights()
 
 
-class _Payload:
-    def __reduce__(self):
-        return (os.system, ('echo pwned',))
+def _small_state(**overrides):
+    state = {k: torch.randn_like(v) for k, v in InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS').state_dict().items()}
+    return {**state, **overrides}
 
 
-def test_malicious_pickle_is_refused(tmp_path):
-    path = tmp_path / 'evil.pth'
-    with open(path, 'wb') as f:
-        pickle.dump({'model': _Payload()}, f)
+def test_data_parallel_module_prefix_is_stripped(tmp_path):
+    state = _small_state()
+    torch.save({'state_dict': {f'module.{k}': v for k, v in state.items()}}, tmp_path / 'dp.pth')
+    model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS')
+    assert load_pretrained(model, tmp_path / 'dp.pth') == sorted(state)
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, state[key]), key
+
+
+def test_prefix_that_matches_nothing_is_an_error(tmp_path):
+    torch.save({'state_dict': _small_state()}, tmp_path / 'bare.pth')
+    model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS')
+    with pytest.raises(KeyError, match="no key of the checkpoint starts with prefix 'backbone.'"):
+        load_pretrained(model, tmp_path / 'bare.pth', prefix='backbone.')
+
+
+def test_non_tensor_entries_and_non_dict_checkpoints_are_errors(tmp_path):
+    torch.save({'model': _small_state(**{'layers.0.blocks.0.attn.qkv.weight': [1.0, 2.0]})}, tmp_path / 'list.pth')
+    model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS')
+    with pytest.raises(TypeError, match=r"not tensors: \['layers\.0\.blocks\.0\.attn\.qkv\.weight'\]"):
+        load_pretrained(model, tmp_path / 'list.pth')
+    torch.save([torch.zeros(1)], tmp_path / 'list_file.pth')
+    with pytest.raises(TypeError, match='checkpoint is a list, expected a dict'):
+        load_pretrained(model, tmp_path / 'list_file.pth')
+
+
+def test_truncated_file_is_a_clear_error(tmp_path):
+    path = tmp_path / 'cut.pth'
+    torch.save({'model': _small_state()}, path)
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) // 2])
     model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS', init_cfg=dict(type='Pretrained', checkpoint=str(path)))
-    with pytest.raises(RuntimeError, match='weights_only'):
+    with pytest.raises(RuntimeError, match=r'cannot load checkpoint .*cut\.pth'):
         model.init_weights()
+
+
+class _CreatesFile:
+    """Unpickling this calls ``open(path, 'w')``: the file appearing shows that the payload ran."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, 'w'))
+
+
+def _write_payload(path, how, marker):
+    payload = {'model': {'x': _CreatesFile(marker)}}
+    if how == 'torch.save':                      # torch's own zip format, what a .pth file normally is
+        torch.save(payload, path)
+    else:
+        with open(path, 'wb') as f:
+            pickle.dump(payload, f, protocol=how)
+
+
+@pytest.mark.parametrize('how', ['torch.save', 2, 4])
+def test_malicious_checkpoint_is_refused_without_running_its_payload(tmp_path, how):
+    path, marker = tmp_path / 'evil.pth', tmp_path / 'payload_ran'
+    _write_payload(path, how, marker)
+    model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS', init_cfg=dict(type='Pretrained', checkpoint=str(path)))
+    with pytest.raises(RuntimeError, match=r'cannot load checkpoint .*evil\.pth.* safely \(weights_only=True\)') as err:
+        model.init_weights()
+    assert isinstance(err.value.__cause__, pickle.UnpicklingError)
+    if how != 4:     # torch's weights-only unpickler names the forbidden global (protocol 4 stops earlier)
+        assert 'open' in str(err.value), str(err.value)
+    assert not marker.exists(), 'the payload ran'
+
+
+@pytest.mark.parametrize('how', ['torch.save', 2, 4])
+def test_the_payload_is_live(tmp_path, how):
+    """Control for the test above: read without the protection, the same files run their payload."""
+    path, marker = tmp_path / 'evil.pth', tmp_path / 'payload_ran'
+    _write_payload(path, how, marker)
+    if how == 'torch.save':
+        loaded = torch.load(path, weights_only=False)
+    else:
+        with open(path, 'rb') as f:
+            loaded = pickle.load(f)
+    loaded['model']['x'].close()
+    assert marker.exists()
+
+
+class _Getattr:
+    """Pickles as ``builtins.getattr(owner, name)``, the way mmengine stores HistoryBuffer statistics."""
+
+    def __init__(self, owner, name):
+        self.owner, self.name = owner, name
+
+    def __reduce__(self):
+        return (getattr, (self.owner, self.name))
+
+
+def test_getattr_in_checkpoints_is_limited_to_history_buffer_statistics(tmp_path):
+    torch.save({'stat': _Getattr(HistoryBuffer, 'mean')}, tmp_path / 'ok.pth')
+    assert load_checkpoint_file(tmp_path / 'ok.pth')['stat'] is HistoryBuffer.mean
+    for owner, name in ((HistoryBuffer, '__init__'), (HistoryBuffer, 'update'), (np.ndarray, 'min')):
+        torch.save({'stat': _Getattr(owner, name)}, tmp_path / 'bad.pth')
+        with pytest.raises(RuntimeError, match='only HistoryBuffer statistics methods are allowed'):
+            load_checkpoint_file(tmp_path / 'bad.pth')
+
+
+RUNNER_DTYPES = ('bool', 'int8', 'int16', 'int32', 'int64', 'uint8', 'uint16', 'uint32', 'uint64', 'float16',
+                 'float32', 'float64')
+
+
+def test_allow_list_is_what_runner_checkpoints_need(tmp_path):
+    """With torch's allow-list emptied, such a file is refused; ``allow_mmengine_checkpoints`` alone makes
+    it load: a HistoryBuffer (with its statistics methods), numpy arrays, scalars and dtypes."""
+    buffer = HistoryBuffer()
+    for value in (1.0, 2.0, 4.5):
+        buffer.update(value)
+    content = {'hub': {'loss': buffer}, 'stat': _Getattr(HistoryBuffer, 'max'),
+               'arrays': [np.arange(3).astype(t) for t in RUNNER_DTYPES],
+               'scalars': [np.arange(2).astype(t)[1] for t in RUNNER_DTYPES],
+               'dtypes': [np.dtype(t) for t in RUNNER_DTYPES]}
+    torch.save(content, tmp_path / 'runner.pth')
+    registered = torch.serialization.get_safe_globals()
+    torch.serialization.clear_safe_globals()
+    try:
+        with pytest.raises(RuntimeError, match='weights_only=True'):
+            load_checkpoint_file(tmp_path / 'runner.pth')
+        allow_mmengine_checkpoints()
+        loaded = load_checkpoint_file(tmp_path / 'runner.pth')
+    finally:
+        torch.serialization.clear_safe_globals()
+        torch.serialization.add_safe_globals(registered)
+    assert loaded['hub']['loss'].mean() == buffer.mean() and loaded['hub']['loss'].current() == 4.5
+    assert loaded['stat'] is HistoryBuffer.max
+    for t, array, scalar, dtype in zip(RUNNER_DTYPES, loaded['arrays'], loaded['scalars'], loaded['dtypes']):
+        assert array.dtype == np.dtype(t) and (array == np.arange(3).astype(t)).all(), t
+        assert scalar.dtype == np.dtype(t) and scalar == 1 and dtype == np.dtype(t), t
 
 
 class ToyModel(nn.Module):
@@ -132,6 +321,7 @@ class ToyModel(nn.Module):
         self.linear = nn.Linear(2, 1)
 
 
+@pytest.mark.slow
 def test_mmengine_runner_checkpoints_load_safely(tmp_path):
     """A checkpoint of mmengine's Runner (HistoryBuffer, numpy arrays) loads with weights_only=True."""
     from mmengine.model import BaseModel

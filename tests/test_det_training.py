@@ -10,6 +10,7 @@ import pytest
 
 from inline_backbones.data import generate_shapes_dataset
 
+pytestmark = pytest.mark.slow
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 CONFIG = osp.join(ROOT, 'mmdet_configs', 'mask-rcnn_inline-swin-mini_fpn_shapes.py')
 BIN = osp.dirname(sys.executable)

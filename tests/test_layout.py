@@ -33,3 +33,31 @@ def test_bad_arch():
         InLineSwinTransformer(arch=dict(embed_dims=32, depths=[1, 1, 1, 1]), attn_type='IIII')
     with pytest.raises(ValueError, match='needs an attention layout'):
         InLineSwinTransformer(arch=dict(embed_dims=32, depths=[1, 1, 1, 1], num_heads=[1, 2, 4, 8]))
+
+
+def _shift_sizes(model):
+    return [[(b.attn_type, b.shift_size) for b in stage.blocks] for stage in model.layers]
+
+
+@pytest.mark.parametrize('layout, stage3', [
+    ('IIMS1', [('inline', 0), ('window', 3), ('window', 0), ('window', 3)]),
+    ('IIMS2', [('inline', 0), ('inline', 0), ('window', 0), ('window', 3)]),
+    ('IIMS3', [('inline', 0), ('inline', 0), ('inline', 0), ('window', 3)]),
+])
+def test_window_blocks_shift_on_odd_indices_within_their_stage(layout, stage3):
+    """In mixed stages the shift follows the block's index in the stage (as in the release), not its
+    index among the window blocks: IIMS2's first window block (index 2) does not shift."""
+    model = InLineSwinTransformer(arch=dict(embed_dims=16, depths=[2, 2, 4, 2], num_heads=[1, 2, 4, 8]),
+                                  attn_type=layout, window_size=7)
+    shifts = _shift_sizes(model)
+    assert shifts[0] == shifts[1] == [('inline', 0), ('inline', 0)]
+    assert shifts[2] == stage3
+    assert shifts[3] == [('window', 0), ('window', 3)]
+    other_window = InLineSwinTransformer(arch=dict(embed_dims=16, depths=[2, 2, 2, 2], num_heads=[1, 2, 4, 8]),
+                                         attn_type='SSSS', window_size=8)
+    assert all(s == [('window', 0), ('window', 4)] for s in _shift_sizes(other_window))
+
+
+def test_layout_must_be_a_string():
+    with pytest.raises(TypeError, match='attn_type must be a layout string such as "IIIS", got list'):
+        parse_attn_layout(['I', 'I', 'I', 'S'], [2, 2, 6, 2])

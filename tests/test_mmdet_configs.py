@@ -13,6 +13,7 @@ from mmengine.config import Config  # noqa: E402
 from mmengine.hub import get_config  # noqa: E402
 from mmengine.model import revert_sync_batchnorm  # noqa: E402
 
+pytestmark = pytest.mark.slow
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 CONFIGS = sorted(glob.glob(osp.join(ROOT, 'mmdet_configs', '*.py')))
 
@@ -23,6 +24,13 @@ def build_detector(cfg):
     model = revert_sync_batchnorm(MODELS.build(cfg.model))
     model.init_weights()
     return model
+
+
+def assert_backbone_learns(model):
+    """After one backward pass every backbone parameter has a finite, non-zero gradient."""
+    for name, p in model.backbone.named_parameters():
+        assert p.grad is not None, name
+        assert torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0, name
 
 
 def n_params(model):
@@ -62,6 +70,7 @@ def test_config_trains_and_infers_one_step(config):
     loss, _ = model.parse_losses(losses)
     assert torch.isfinite(loss)
     loss.backward()
+    assert_backbone_learns(model)
     assert all(p.grad is None or torch.isfinite(p.grad).all() for p in model.parameters())
     model.eval()
     with torch.no_grad():

@@ -15,6 +15,7 @@ from mmseg.registry import MODELS  # noqa: E402
 from mmseg.structures import SegDataSample  # noqa: E402
 from mmseg.utils import register_all_modules  # noqa: E402
 
+pytestmark = pytest.mark.slow
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 CONFIGS = sorted(glob.glob(osp.join(ROOT, 'mmseg_configs', '*.py')))
 
@@ -63,6 +64,10 @@ def test_config_trains_and_infers_one_step(config):
     loss, _ = model.parse_losses(model(**data, mode='loss'))
     assert torch.isfinite(loss)
     loss.backward()
+    for name, p in model.named_parameters():         # every parameter of UperNet + FCN takes part
+        assert p.grad is not None, name
+        assert torch.isfinite(p.grad).all(), name
+    assert all(p.grad.abs().sum() > 0 for p in model.backbone.parameters())
     model.eval()
     single = demo_batch(cfg.model.decode_head.num_classes, shapes=((3, 97, 131),))  # one size per test batch
     with torch.no_grad():

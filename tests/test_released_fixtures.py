@@ -31,3 +31,31 @@ def test_every_backbone_mode_equals_the_authors_model_at_224(mode, layout, kerne
     expected = rf.expected(layout)
     backbone = rf.released_backbone(layout, kernel_func, **MODES[mode])
     rf.assert_stage_tokens_equal(rf.stage_tokens(backbone, expected['x']), expected[kernel_func]['stage_tokens'])
+
+
+def test_no_shift_at_the_7x7_last_stage_at_224():
+    """At 224 the last stage is 7x7 = one window: the release does not shift there (its state dicts
+    hold no ``attn_mask`` for those blocks) and neither do we. Running the last stage's shifted block
+    with a shift mask anyway moves the tokens off the authors' outputs, so the fixture pins the rule."""
+    import torch
+
+    from inline_backbones.checkpoint import load_checkpoint_file
+    from inline_backbones.models.window_attention import shift_attention_mask
+
+    expected = rf.expected('IIIS')
+    backbone = rf.released_backbone('IIIS')
+    tokens = rf.stage_tokens(backbone, expected['x'])
+    rf.assert_stage_tokens_equal(tokens, expected['identity']['stage_tokens'])
+    released = load_checkpoint_file(rf.checkpoint_path('IIMS2'))['model']
+    assert 'layers.2.blocks.3.attn_mask' in released and 'layers.3.blocks.1.attn_mask' not in released
+
+    last = backbone.layers[3]
+    assert [b.shift_size for b in last.blocks] == [0, 3]
+    stage3_out = tokens[2]
+    x, hw = backbone.layers[2].downsample(stage3_out, (14, 14))
+    assert hw == (7, 7)
+    with torch.no_grad():
+        x = last.blocks[0](x, hw)
+        shifted = last.blocks[1](x, hw, shift_attention_mask(hw, 7, 3))
+    with pytest.raises(AssertionError, match='relative difference'):
+        rf.assert_stage_tokens_equal([shifted], [expected['identity']['stage_tokens'][3]])

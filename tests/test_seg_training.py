@@ -11,6 +11,7 @@ import pytest
 
 from inline_backbones.data import generate_shapes_dataset
 
+pytestmark = pytest.mark.slow
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 CONFIG = osp.join(ROOT, 'mmseg_configs', 'inline-swin-mini_upernet_shapes-256x256.py')
 BIN = osp.dirname(sys.executable)

@@ -15,7 +15,7 @@ def _random_trunk(model):
     return model
 
 
-@pytest.mark.parametrize('arch', ['tiny', 'base'])
+@pytest.mark.parametrize('arch', ['tiny', pytest.param('base', marks=pytest.mark.slow)])
 @pytest.mark.parametrize('size', [(256, 320), (250, 333)])
 def test_ssss_equals_mmdet_swin(arch, size):
     """Every stage larger than a window (last map >= 8x8), including sizes that need padding."""

@@ -1,0 +1,77 @@
+"""tools/get_flops.py and tools/infer.py end to end on the small shapes models (random weights)."""
+import json
+import os
+import os.path as osp
+import re
+import subprocess
+import sys
+
+import cv2
+import pytest
+import torch
+
+from inline_backbones.analysis import flop_analyzer
+from inline_backbones.data import CLASSES, PALETTE, generate_shapes_dataset
+
+pytestmark = pytest.mark.slow
+
+ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+DET_CONFIG = osp.join(ROOT, 'mmdet_configs', 'mask-rcnn_inline-swin-mini_fpn_shapes.py')
+SEG_CONFIG = osp.join(ROOT, 'mmseg_configs', 'inline-swin-mini_upernet_shapes-256x256.py')
+
+
+def _tool(name, *args, cwd=None):
+    out = subprocess.run([sys.executable, osp.join(ROOT, 'tools', name), *args], capture_output=True, text=True,
+                         timeout=600, cwd=cwd, env={**os.environ, 'PYTHONWARNINGS': 'ignore'})
+    assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
+    return out.stdout
+
+
+@pytest.fixture(scope='module')
+def get_flops():
+    sys.path.insert(0, osp.join(ROOT, 'tools'))
+    try:
+        import get_flops
+        yield get_flops
+    finally:
+        sys.path.remove(osp.join(ROOT, 'tools'))
+
+
+def test_get_flops_counts_the_whole_model_and_prints_it(get_flops):
+    params, flops, shape = get_flops.count(DET_CONFIG, (128, 160))
+    task, model, _ = get_flops.build(DET_CONFIG)
+    assert task == 'mmdet' and shape == (128, 160)
+    assert params == sum(p.numel() for p in model.parameters())
+    with torch.no_grad():
+        backbone = flop_analyzer(model.backbone, (torch.randn(1, 3, 128, 160),)).total()
+    assert flops > backbone > 0                   # neck and heads counted on top of the backbone
+    stdout = _tool('get_flops.py', DET_CONFIG, SEG_CONFIG, '--shape', '128', '160', '--markdown')
+    det = re.search(r'mask-rcnn_inline-swin-mini_fpn_shapes\.py: params ([\d.]+)M, FLOPs (\d+)G at 128x160', stdout)
+    assert det and det.group(1) == f'{params / 1e6:.1f}' and det.group(2) == f'{flops / 1e9:.0f}', stdout
+    assert 'inline-swin-mini_upernet_shapes-256x256.py: params' in stdout
+    assert '| config | params | FLOPs | input (HxW) |' in stdout
+
+
+def _checkpoint(get_flops, config, path):
+    """A Runner-style checkpoint of the config's model (random weights) with the dataset's class names."""
+    _, model, _ = get_flops.build(config)
+    torch.save({'state_dict': model.state_dict(),
+                'meta': {'dataset_meta': {'classes': CLASSES, 'palette': [list(c) for c in PALETTE]}}}, path)
+
+
+@pytest.mark.parametrize('config', [DET_CONFIG, SEG_CONFIG], ids=['mmdet', 'mmseg'])
+def test_infer_writes_visualisations(get_flops, config, tmp_path):
+    generate_shapes_dataset(str(tmp_path / 'data'), num_train=0, num_val=1, seed=0)
+    image = str(tmp_path / 'data' / 'images' / 'val' / '00001.jpg')
+    _checkpoint(get_flops, config, tmp_path / 'model.pth')
+    out_dir = tmp_path / 'out'
+    stdout = _tool('infer.py', config, str(tmp_path / 'model.pth'), image, '--out-dir', str(out_dir),
+                   '--device', 'cpu', '--score-thr', '0.0')
+    assert f'visualisations written to {out_dir}/vis' in stdout
+    vis = cv2.imread(str(out_dir / 'vis' / '00001.jpg'))
+    assert vis is not None and vis.shape == (256, 256, 3)
+    if config == DET_CONFIG:
+        with open(out_dir / 'preds' / '00001.json') as f:
+            preds = json.load(f)
+        assert len(preds['labels']) == len(preds['scores']) == len(preds['bboxes']) > 0
+        assert all(0 <= label < len(CLASSES) for label in preds['labels'])
