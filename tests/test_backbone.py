@@ -148,7 +148,7 @@ def _count_calls(modules):
 
 
 def test_with_cp_recomputes_blocks_and_gives_same_outputs_and_gradients():
-    """Checkpointing really happens (each block's MLP runs again during backward) and changes nothing."""
+    """Checkpointing really happens (each block's norm2 runs again during backward) and changes nothing."""
     plain = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IIMS1', drop_path_rate=0.)
     plain.init_weights()
     ckpt = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IIMS1', drop_path_rate=0., with_cp=True)
@@ -157,12 +157,12 @@ def test_with_cp_recomputes_blocks_and_gives_same_outputs_and_gradients():
     outs, grads = [], []
     for model, calls_after_backward in ((plain, 1), (ckpt, 2)):
         model.train()
-        mlps = [b.mlp for stage in model.layers for b in stage.blocks]
-        counts = _count_calls(mlps)
+        norms = [b.norm2 for stage in model.layers for b in stage.blocks]
+        counts = _count_calls(norms)
         out = model(x)
-        assert counts == [1] * len(mlps)
+        assert counts == [1] * len(norms)
         sum((o * torch.linspace(0, 1, o.numel()).view_as(o)).sum() for o in out).backward()
-        assert counts == [calls_after_backward] * len(mlps)
+        assert counts == [calls_after_backward] * len(norms)
         outs.append([o.detach() for o in out])
         grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
         assert all(torch.isfinite(g).all() for g in grads[-1].values())
@@ -171,7 +171,7 @@ def test_with_cp_recomputes_blocks_and_gives_same_outputs_and_gradients():
     for name, g in grads[0].items():
         torch.testing.assert_close(grads[1][name], g, rtol=1e-5, atol=1e-6, msg=name)
     # No recomputation without gradients (inference under with_cp runs each block once).
-    counts = _count_calls([b.mlp for stage in ckpt.layers for b in stage.blocks])
+    counts = _count_calls([b.norm2 for stage in ckpt.layers for b in stage.blocks])
     with torch.no_grad():
         ckpt(x)
     assert set(counts) == {1}
@@ -306,7 +306,7 @@ def test_window_attention_arguments_dropout_and_repr():
 
 def test_block_rejects_unknown_attention_type():
     from inline_backbones.models.blocks import InLineSwinBlock
-    with pytest.raises(ValueError, match="attn_type must be 'inline' or 'window', got 'global'"):
+    with pytest.raises(ValueError, match="attn_type must be 'inline', 'window' or 'linear', got 'global'"):
         InLineSwinBlock(16, 2, 'global')
 
 

@@ -22,10 +22,11 @@ stays in range in fp16/bf16 at any N (tested at N = 512 x 512) (the release's ``
 serve the same purpose); with the identity kernel the means of k and v are the projections of the mean
 token; k and v are separate GEMM outputs (contiguous, so bf16 matmuls and the conv read them without
 copies); the depthwise conv runs channels-last on all B * C maps at once with ``mean(v)`` as its bias;
-and ``q M`` is folded into ``proj``: with ``P = blockdiag_heads(M) W_p^T`` (C x C per image),
-``proj(q M + r) = q P + proj(r)``, and for the identity kernel ``q P = x (W_q^T P) + b_q M W_p^T``, so
-q is never formed (``b_q M`` joins the conv's bias) and ``x (W_q^T P)`` is accumulated in place into
-``proj``'s output by one batched GEMM. Linears put their bias (and the MLP's GELU) in the GEMM
+``q M`` is accumulated in place into the conv's output by one batched GEMM over all (image, head)
+pairs, which leaves it in the (N, C) layout ``proj`` reads; for the identity kernel and N > C it is
+instead folded into ``proj``: with ``P = blockdiag_heads(M) W_p^T`` (C x C per image),
+``proj(q M + r) = q P + proj(r)`` and ``q P = x (W_q^T P) + b_q M W_p^T``, so q is never formed
+(``b_q M`` joins the conv's bias) and ``x (W_q^T P)`` is accumulated in place into ``proj``'s output. Linears put their bias (and the MLP's GELU) in the GEMM
 (``fused_linear.py``). The result is in the (N, C) layout the block reads. No N x N tensor, no loop
 over heads, windows or images.
 
@@ -129,38 +130,66 @@ class InLineAttention(nn.Module):
         m = torch.baddbmm((k_mean.reshape(B * h, d, 1) * v_mean.reshape(B * h, 1, d)).mul_(-s).to(k_t.dtype),
                           k_t, v_h, alpha=alpha)                                   # (B*h, d, d)
 
-        # q M is folded into the output projection: with Mb = blockdiag_heads(M) and P = Mb W_p^T
-        # (C x C per image), proj(q Mb + r) = q P + proj(r). For the identity kernel q = x W_q^T + b_q,
-        # so q P = x (W_q^T P) + b_q Mb W_p^T: q is never formed, and b_q Mb joins the conv's bias.
-        # W_q^T P costs C^3 and saves the N C^2 of q, so it is taken when N > C.
+        if self.kernel_func == 'identity' and N > C and not torch.jit.is_tracing():
+            out = self._folded_output(x, x_mean, v, m, v_mean, w_q, b_q, hw_shape)
+        else:
+            out = self._output(self.phi(linear(x, w_q, b_q)), x_mean, v, m, v_mean, hw_shape)
+        return self.proj_drop(out)
+
+    def _output(self, q, x_mean, v, m, v_mean, hw_shape):
+        """``proj(q M + mean(v) + dwconv3x3(v))``: the released order of operations."""
+        B, N, C = q.shape
+        h, d = self.num_heads, self.head_dims
+        q_h = q.reshape(B, N, h, d).transpose(1, 2).reshape(B * h, N, d)
+        m = m.to(q_h.dtype)
+        if not self.local_residual:                                                # q M + mean(v) only
+            out = torch.baddbmm(v_mean.reshape(B * h, 1, d).to(q_h.dtype), q_h, m)
+            return linear(out.view(B, h, N, d).transpose(1, 2).reshape(B, N, C), self.proj.weight, self.proj.bias)
+        out = self._local_residual(x_mean, v, v_mean, hw_shape).permute(0, 2, 3, 1).reshape(N, B * h, d)  # view
+        # + q M per (image, head), accumulated in place (inductor cannot replay an in-place update
+        # through this transposed view of the conv output, so compiled graphs take the out-of-place form).
+        if torch.compiler.is_compiling():
+            out = torch.baddbmm(out.transpose(0, 1), q_h, m).transpose(0, 1)
+        else:
+            out.transpose(0, 1).baddbmm_(q_h, m)
+        return linear(out.reshape(N, B, C).transpose(0, 1), self.proj.weight, self.proj.bias)
+
+    def _folded_output(self, x, x_mean, v, m, v_mean, w_q, b_q, hw_shape):
+        """The same output with ``q M`` folded into ``proj``: with Mb = blockdiag_heads(M) and
+        P = Mb W_p^T (C x C per image), proj(q Mb + r) = q P + proj(r), and for the identity kernel
+        q P = x (W_q^T P) + b_q Mb W_p^T: q is never formed, and b_q Mb joins the conv's bias.
+        W_q^T P costs C^3 MACs and saves a pass over q (N x C), so it is taken when N > C. It adds
+        FLOPs when C^3 > N C d (at 224, stage 3), so FLOP counting (jit tracing) takes :meth:`_output`,
+        the arithmetic the paper counts (4.5G for InLine-Swin-T at 224)."""
+        B, N, C = x.shape
+        h, d = self.num_heads, self.head_dims
         m = m.view(B, h, d, d)
         p = torch.matmul(m, self.proj.weight.t().reshape(h, d, C).to(m.dtype)).view(B, C, C)   # Mb W_p^T
+        p = torch.matmul(w_q.t().to(p.dtype).expand(B, C, C), p)                              # W_q^T Mb W_p^T
         bias = v_mean
-        if self.kernel_func == 'identity' and N > C:
-            lhs, p = x, torch.matmul(w_q.t().to(p.dtype).expand(B, C, C), p)      # W_q^T Mb W_p^T
-            if b_q is not None:
-                bias = bias + torch.matmul(b_q.view(1, h, 1, d).to(m.dtype).expand(B, h, 1, d), m).view(B, C)
-        else:
-            lhs = self.phi(linear(x, w_q, b_q))
-
+        if b_q is not None:
+            bias = bias + torch.matmul(b_q.view(1, h, 1, d).to(m.dtype).expand(B, h, 1, d), m).view(B, C)
         if self.local_residual:
-            # Local residual + mean(v) (+ b_q Mb): depthwise 3x3 over the B*C maps, channels-last, in
-            # (N, B, C) memory (for one image: v itself, no copy).
-            kernels = self.residual(x_mean.unsqueeze(-1)).view(B * C, 1, 3, 3)
-            maps = v.reshape(B, H, W, C).permute(1, 2, 0, 3).reshape(1, H, W, B * C).permute(0, 3, 1, 2)
-            out = F.conv2d(maps, kernels.to(maps.dtype), bias=bias.reshape(B * C).to(maps.dtype), padding=1,
-                           groups=B * C)                                           # channels-last output
+            out = self._local_residual(x_mean, v, bias, hw_shape)
             out = linear(out.permute(0, 2, 3, 1).reshape(N, B, C).transpose(0, 1), self.proj.weight,
                          self.proj.bias)                                          # (B, N, C)
-        else:                                                     # ablation: proj(q M + mean(v)) only
+        else:                                                                     # proj(q M + mean(v))
             out = linear(bias, self.proj.weight, self.proj.bias).unsqueeze(1).expand(B, N, C).contiguous()
-        # + lhs P per image, accumulated in place (out of place in compiled graphs).
-        lhs, p = lhs.to(out.dtype), p.to(out.dtype)
+        # + x P per image, accumulated in place (out of place in compiled graphs).
+        x, p = x.to(out.dtype), p.to(out.dtype)
         if torch.compiler.is_compiling():
-            out = torch.baddbmm(out, lhs, p)
-        else:
-            out.baddbmm_(lhs, p)
-        return self.proj_drop(out)
+            return torch.baddbmm(out, x, p)
+        return out.baddbmm_(x, p)
+
+    def _local_residual(self, x_mean, v, bias, hw_shape):
+        """``dwconv3x3(v; residual(x_mean)) + bias`` over all B * C maps at once, channels-last, in
+        (N, B, C) memory (for one image: v itself, no copy). Returns (1, B * C, H, W), channels-last."""
+        B, N, C = v.shape
+        H, W = hw_shape
+        kernels = self.residual(x_mean.unsqueeze(-1)).view(B * C, 1, 3, 3)
+        maps = v.reshape(B, H, W, C).permute(1, 2, 0, 3).reshape(1, H, W, B * C).permute(0, 3, 1, 2)
+        return F.conv2d(maps, kernels.to(maps.dtype), bias=bias.reshape(B * C).to(maps.dtype), padding=1,
+                        groups=B * C)
 
     def extra_repr(self):
         return (f'embed_dims={self.embed_dims}, num_heads={self.num_heads}, kernel_func={self.kernel_func!r}'
