@@ -1,4 +1,4 @@
-"""tools/get_flops.py and tools/infer.py end to end on the small shapes models (random weights)."""
+"""tools/get_flops.py, tools/infer.py and tools/measure_padding.py end to end (small models, random weights)."""
 import json
 import os
 import os.path as osp
@@ -75,3 +75,19 @@ def test_infer_writes_visualisations(get_flops, config, tmp_path):
             preds = json.load(f)
         assert len(preds['labels']) == len(preds['scores']) == len(preds['bboxes']) > 0
         assert all(0 <= label < len(CLASSES) for label in preds['labels'])
+
+
+def test_measure_padding_table_and_latency():
+    """The padding table: padding changes the default backbone's features on the image's region and
+    not the padding-aware one's; the latency mode times each mode, the first at ratio 1."""
+    out = _tool('measure_padding.py', '--image', '64x96', '--padded', '96x128', '--models', 'inline-swin-t',
+                'inline-swin-t-pa')
+    rows = {line.split('|')[1].strip(): [float(v) for v in line.split('|')[2].split()]
+            for line in out.splitlines() if line.startswith('| inline')}
+    assert len(rows['inline-swin-t']) == len(rows['inline-swin-t-pa']) == 4
+    assert min(rows['inline-swin-t']) > 1e-3 and max(rows['inline-swin-t-pa']) < 1e-5, rows
+    out = _tool('measure_padding.py', '--latency', '--latency-image', '64x80', '--repeats', '1', '--models',
+                'inline-swin-t', 'inline-swin-t-pa')
+    ratios = {line.split('|')[1].strip(): float(line.split('|')[4]) for line in out.splitlines()
+              if line.startswith('| inline')}
+    assert ratios['inline-swin-t'] == 1.0 and ratios['inline-swin-t-pa'] > 0

@@ -31,9 +31,9 @@ from benchmark_highres import build_backbone, parse_size  # noqa: E402
 STRIDES = (4, 8, 16, 32)
 
 
-def build(name):
+def build(name, image_hw):
     torch.manual_seed(0)
-    model = build_backbone(name)
+    model = build_backbone(name, image_hw)
     model.init_weights()
     model.eval()  # on its own line: mmdet's SwinTransformer.train() returns None
     return model
@@ -58,7 +58,7 @@ def padding_table(args):
     print('| model | ' + ' | '.join(args.padded) + ' |')
     print('|---|' + '---|' * len(args.padded))
     for name in args.models:
-        model = build(name)
+        model = build(name, image_hw)
         alone = run(model, x, image_hw)
         cells = []
         for size in map(parse_size, args.padded):
@@ -75,7 +75,7 @@ def padding_table(args):
 def latency(args):
     image_hw = parse_size(args.latency_image)
     x = padded(torch.randn(1, 3, *image_hw), [s + (-s) % 32 for s in image_hw])
-    models = {name: build(name) for name in args.models}
+    models = {name: build(name, image_hw) for name in args.models}
     times = {name: [] for name in models}
     for round_ in range(args.repeats + 1):
         for name, model in models.items():
