@@ -26,9 +26,9 @@ copies); the depthwise conv runs channels-last on all B * C maps at once with ``
 pairs, which leaves it in the (N, C) layout ``proj`` reads; for the identity kernel and N > C it is
 instead folded into ``proj``: with ``P = blockdiag_heads(M) W_p^T`` (C x C per image),
 ``proj(q M + r) = q P + proj(r)`` and ``q P = x (W_q^T P) + b_q M W_p^T``, so q is never formed
-(``b_q M`` joins the conv's bias) and ``x (W_q^T P)`` is accumulated in place into ``proj``'s output. Linears put their bias (and the MLP's GELU) in the GEMM
-(``fused_linear.py``). The result is in the (N, C) layout the block reads. No N x N tensor, no loop
-over heads, windows or images.
+(``b_q M`` joins the conv's bias) and ``x (W_q^T P)`` is accumulated in place into ``proj``'s output.
+Linears put their bias (and the MLP's GELU) in the GEMM (``fused_linear.py``). The result is in the
+(N, C) layout the block reads. No N x N tensor, no loop over heads, windows or images.
 
 Padding-aware (``mask`` given, 1 on an image's own tokens): ``N`` becomes each image's own token count
 ``n`` and every mean a masked sum divided by ``n``; ``k`` is zeroed outside and scaled by ``s / n`` (the

@@ -121,7 +121,8 @@ class WindowAttention(nn.Module):
         B, _, C = x.shape
         windows = to_windows(x, plan)                                              # (B*nW, L, C)
         L, h = windows.shape[1], self.num_heads
-        q, k, v = linear(windows, self.qkv.weight, self.qkv.bias).view(1, -1, L, 3, h, C // h).permute(3, 0, 1, 4, 2, 5).unbind(0)
+        qkv = linear(windows, self.qkv.weight, self.qkv.bias)                      # bias in the GEMM
+        q, k, v = qkv.view(1, -1, L, 3, h, C // h).permute(3, 0, 1, 4, 2, 5).unbind(0)
         bias = self.relative_position_bias_table[self.relative_position_index.view(-1)]
         bias = bias.view(L, L, h).permute(2, 0, 1)                                 # (h, L, L)
         if plan.mask is not None:
