@@ -50,6 +50,9 @@ class InLineSwinClassifier(InLineSwinTransformer):
                  num_classes=1000, global_pool='avg', in_chans=3, drop_rate=0., **kwargs):
         if global_pool not in ('avg', ''):
             raise ValueError(f"global_pool must be 'avg' or '', got {global_pool!r}")
+        if kwargs.get('padding_aware'):
+            raise ValueError('padding_aware is not supported by the classifier (it pools every token of the '
+                             'input): use the InLineSwinTransformer backbone for padded batches of different sizes')
         last = len(depths) - 1
         super().__init__(arch=dict(embed_dims=embed_dims, depths=list(depths), num_heads=list(num_heads)),
                          attn_type=attn_type, in_channels=in_chans, drop_rate=drop_rate, out_indices=(last,),

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from conftest import naive_inline_attention
 
 from inline_backbones import InLineAttention, InLineSwinTransformer
+from inline_backbones.models import fused_linear
 from inline_backbones.models.fused_linear import linear
 
 
@@ -46,18 +47,88 @@ def test_bf16_stage_outputs_are_finite_and_within_2e_2_of_fp32(tiny_and_input, m
         assert _relative(model(x + 0.1 * torch.randn_like(x))[3], ref[3]) > 2e-2
 
 
+def _linear_inputs(dtype):
+    x = torch.randn(2, 2100, 48).to(dtype)                          # >= MIN_ROWS rows: the oneDNN path
+    return x, torch.randn(96, 48).to(dtype) * 0.2, torch.randn(96).to(dtype)
+
+
+def _reference(x, weight, bias, gelu):
+    ref = F.linear(x.float(), weight.float(), bias.float())
+    return F.gelu(ref) if gelu else ref
+
+
+@pytest.fixture
+def fresh_probe(monkeypatch):
+    """The oneDNN probe re-run inside the test and reset after it (with the failure flag)."""
+    probe = fused_linear.onednn_linear
+    monkeypatch.setattr(fused_linear, '_failed', False)
+    probe.cache_clear()
+    yield
+    probe.cache_clear()
+
+
+def _spy_on_op(monkeypatch, op):
+    calls = []
+
+    def spy(*args):
+        calls.append(args[-3:])
+        return op(*args)
+    monkeypatch.setattr(fused_linear, 'onednn_linear', lambda: spy)
+    return calls
+
+
+@pytest.mark.skipif(fused_linear.onednn_linear() is None,
+                    reason='this CPU/torch has no oneDNN bf16 inner product '
+                           '(torch.ops.mkldnn._is_mkldnn_bf16_supported() is False, e.g. AVX2 without avx512_bf16)')
+@pytest.mark.parametrize('autocast', [False, True])
+@pytest.mark.parametrize('gelu', [False, True])
+def test_fused_branch_runs_and_equals_f_linear(monkeypatch, autocast, gelu):
+    calls = _spy_on_op(monkeypatch, fused_linear.onednn_linear())
+    x, weight, bias = _linear_inputs(torch.float32 if autocast else torch.bfloat16)
+    with torch.no_grad(), torch.autocast('cpu', dtype=torch.bfloat16, enabled=autocast):
+        fused = linear(x, weight, bias, gelu=gelu)
+    assert calls == [('gelu' if gelu else 'none', [], 'none' if gelu else '')]
+    assert fused.dtype == torch.bfloat16 and fused.shape == (2, 2100, 96)
+    torch.testing.assert_close(fused.float(), _reference(x, weight, bias, gelu), rtol=1e-2, atol=3e-2)
+
+
 @pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize('gelu', [False, True])
-def test_fused_linear_equals_f_linear(dtype, gelu):
-    x = torch.randn(2, 2100, 48).to(dtype)                          # >= MIN_ROWS rows: the oneDNN path
-    weight, bias = torch.randn(96, 48).to(dtype) * 0.2, torch.randn(96).to(dtype)
+def test_fallback_without_the_capability_equals_f_linear(monkeypatch, fresh_probe, dtype, gelu):
+    """A CPU without oneDNN bf16 (AVX2 only): the probe says so and F.linear (+ GELU) runs instead."""
+    monkeypatch.setattr(torch.ops.mkldnn, fused_linear.ONEDNN_BF16_CHECK, lambda: False)
+    assert fused_linear.onednn_linear() is None
+    x, weight, bias = _linear_inputs(dtype)
     with torch.no_grad():
-        fused = linear(x, weight, bias, gelu=gelu)
-        ref = F.linear(x.float(), weight.float(), bias.float())
-        ref = F.gelu(ref) if gelu else ref
-    assert fused.dtype == dtype and fused.shape == ref.shape
-    torch.testing.assert_close(fused.float(), ref, rtol=1e-5 if dtype == torch.float32 else 1e-2,
-                               atol=1e-4 if dtype == torch.float32 else 3e-2)
+        out = linear(x, weight, bias, gelu=gelu)
+        with torch.autocast('cpu', dtype=torch.bfloat16):
+            autocast = linear(x.float(), weight.float(), bias.float(), gelu=gelu)
+    assert out.dtype == dtype and autocast.dtype == torch.bfloat16
+    ref = _reference(x, weight, bias, gelu)
+    tol = dict(rtol=1e-5, atol=1e-4) if dtype == torch.float32 else dict(rtol=1e-2, atol=3e-2)
+    torch.testing.assert_close(out.float(), ref, **tol)
+    torch.testing.assert_close(autocast.float(), ref, rtol=1e-2, atol=3e-2)
+
+
+def test_a_renamed_op_means_the_fallback(monkeypatch, fresh_probe):
+    """A torch that renames the private op costs the fast path, not an error."""
+    monkeypatch.setattr(fused_linear, 'ONEDNN_OP', '_no_such_linear_op')
+    assert fused_linear.onednn_linear() is None
+
+
+def test_an_op_that_raises_falls_back_for_the_rest_of_the_process(monkeypatch, fresh_probe):
+    calls = []
+
+    def broken(*args):
+        calls.append(1)
+        raise RuntimeError('could not create a primitive descriptor for the inner product')
+    monkeypatch.setattr(fused_linear, 'onednn_linear', lambda: broken)
+    x, weight, bias = _linear_inputs(torch.bfloat16)
+    with torch.no_grad():
+        first, second = linear(x, weight, bias, gelu=True), linear(x, weight, bias, gelu=True)
+    assert calls == [1]                                              # tried once, then never again
+    for out in (first, second):
+        torch.testing.assert_close(out.float(), _reference(x, weight, bias, True), rtol=1e-2, atol=3e-2)
 
 
 def test_fused_linear_under_autocast_and_with_gradients():

@@ -1,7 +1,6 @@
 """The ImageNet classifiers as timm models: released-format files give the authors' logits through
 ``timm.create_model``; ``features_only`` gives the backbone's stage maps; wrong files fail by name; the
 T/S/B state dicts are exactly the released ones."""
-import json
 import subprocess
 import sys
 
@@ -191,7 +190,7 @@ def full_models():
 @pytest.mark.parametrize('arch', VARIANTS)
 def test_state_dict_is_exactly_the_released_one(arch, full_models):
     """Every key and shape of the downloadable T/S/B files, except the buffers the model rebuilds."""
-    released = json.loads((rf.FIXTURE_DIR / 'released_state_dict_shapes.json').read_text())[arch]
+    released = rf.released_shapes(arch)
     model = full_models[arch]
     ours = {k: list(v.shape) for k, v in model.state_dict().items()}
     dropped = {k for k in released['state_dict'] if k.endswith(RELEASED_BUFFERS)}
@@ -217,3 +216,11 @@ def test_import_registers_the_models_without_mmdet_or_mmseg():
             'print(timm.list_models("inline_swin*"), sorted(m for m in ("mmdet", "mmseg") if m in sys.modules))')
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "['inline_swin_base', 'inline_swin_small', 'inline_swin_tiny'] []"
+
+
+def test_padding_aware_is_refused_by_the_classifier_not_ignored():
+    """The classifier pools every token: accepting padding_aware and ignoring it would mislead."""
+    small = dict(embed_dims=16, depths=[1, 1, 1, 1], num_heads=[1, 2, 4, 8])
+    with pytest.raises(ValueError, match='padding_aware is not supported by the classifier'):
+        timm.create_model('inline_swin_tiny', padding_aware=True, **small)
+    assert not timm.create_model('inline_swin_tiny', padding_aware=False, **small).padding_aware

@@ -206,7 +206,7 @@ def check_modes(modes, device):
 
 def sync(device):
     if device.type == 'cuda':
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(device)
 
 
 def timed(fn, x, device):
@@ -230,12 +230,12 @@ def peak_memory_mb(args, key, size, device):
     if device.type == 'cuda':
         runner = BenchModel(args, name, device, mode, size)
         x = make_input(args, size, device).to(input_dtype(mode))
-        torch.cuda.synchronize()
-        base = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
+        torch.cuda.synchronize(device)
+        base = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
         runner(x)
-        torch.cuda.synchronize()
-        return (torch.cuda.max_memory_allocated() - base) / 2 ** 20
+        torch.cuda.synchronize(device)
+        return (torch.cuda.max_memory_allocated(device) - base) / 2 ** 20
     cmd = [sys.executable, osp.abspath(__file__), '--memory-probe', name, '--sizes', f'{size[0]}x{size[1]}',
            '--task', args.task, '--dtype', mode, '--batch-size', str(args.batch_size), '--device', 'cpu']
     cmd += ['--channels-last'] if args.channels_last else []
@@ -374,8 +374,9 @@ def cpu_flags():
 
 
 def run_meta(args):
-    if args.device == 'cuda':
-        processor, flags = torch.cuda.get_device_name(), []
+    device = torch.device(args.device)
+    if device.type == 'cuda':
+        processor, flags = torch.cuda.get_device_name(device), []
     else:
         with open('/proc/cpuinfo') as f:
             processor = next((line.split(':', 1)[1].strip() for line in f if line.startswith('model name')), 'cpu')
@@ -533,6 +534,10 @@ def main():
     args = parser.parse_args()
     if args.device == 'auto':
         args.device = 'cuda' if torch.cuda.is_available() else 'cpu'
+    try:
+        torch.device(args.device)
+    except RuntimeError as err:
+        raise SystemExit(f'--device {args.device!r}: {err}') from err
     if args.from_json:
         with open(args.from_json) as f:
             saved = json.load(f)

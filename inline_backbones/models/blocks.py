@@ -197,7 +197,7 @@ class InLineSwinStage(nn.Module):
         B = x.shape[0]
         token_mask = None
         if region_shapes is not None and not fills_map(region_shapes, hw_shape):
-            token_mask = region_mask(region_shapes, hw_shape, x.dtype)
+            token_mask = region_mask(region_shapes, hw_shape, x.dtype, x.device)
         regions = {}
         for kind in {(b.attn_type, b.shift) for b in self.blocks} | {('inline', False)}:
             attn_type, shift = kind

@@ -28,8 +28,12 @@ def attach_image_shapes(inputs, image_shapes):
 
 
 def check_image_shapes(image_shapes, inputs):
-    """(B, 2) long tensor on ``inputs``' device; raise ValueError unless 1 <= h <= H and 1 <= w <= W."""
-    shapes = torch.as_tensor(image_shapes, dtype=torch.long, device=inputs.device).reshape(-1, 2)
+    """(B, 2) long tensor on the host; raise ValueError unless 1 <= h <= H and 1 <= w <= W.
+
+    The shapes stay on the host (a device tensor is copied once): every decision taken from them (which
+    maps to mask, how to cut windows) then costs no device synchronisation; masks are built on the
+    device from them (:func:`region_mask`)."""
+    shapes = torch.as_tensor(image_shapes, dtype=torch.long, device='cpu').reshape(-1, 2)
     B, H, W = inputs.shape[0], *inputs.shape[-2:]
     if shapes.shape[0] != B:
         raise ValueError(f'image_shapes gives {shapes.shape[0]} images for a batch of {B}')
@@ -41,16 +45,18 @@ def check_image_shapes(image_shapes, inputs):
 
 
 def infer_image_shapes(inputs):
-    """(B, 2): one past the last row / column holding a non-zero value in any channel (see module doc)."""
+    """(B, 2) on the host: one past the last row / column holding a non-zero value in any channel (see
+    module doc). One device-to-host copy per batch."""
     nonzero = inputs.ne(0).any(dim=1)                                           # (B, H, W)
     rows, cols = nonzero.any(dim=2), nonzero.any(dim=1)
     height = (rows * torch.arange(1, rows.shape[1] + 1, device=inputs.device)).amax(1)
     width = (cols * torch.arange(1, cols.shape[1] + 1, device=inputs.device)).amax(1)
-    empty = height.eq(0)
+    shapes = torch.stack([height, width], dim=1).cpu()
+    empty = shapes[:, 0].eq(0)
     if empty.any():
         raise ValueError(f'image {int(empty.nonzero()[0])} of the batch is exactly zero everywhere, so its '
                          f'region cannot be inferred: pass image_shapes explicitly')
-    return torch.stack([height, width], dim=1)
+    return shapes
 
 
 def image_shapes_of(inputs, image_shapes=None):
@@ -67,11 +73,12 @@ def downsample_shapes(shapes, stride):
     return torch.div(shapes + stride - 1, stride, rounding_mode='floor')
 
 
-def region_mask(shapes, hw_shape, dtype):
-    """(B, H*W, 1) mask, 1 on each image's ``shapes`` rows x cols of the H x W map, 0 elsewhere."""
+def region_mask(shapes, hw_shape, dtype, device=None):
+    """(B, H*W, 1) mask on ``device``, 1 on each image's ``shapes`` rows x cols of the H x W map."""
     H, W = hw_shape
-    rows = torch.arange(H, device=shapes.device) < shapes[:, :1]                 # (B, H)
-    cols = torch.arange(W, device=shapes.device) < shapes[:, 1:]                 # (B, W)
+    shapes = shapes.to(device)
+    rows = torch.arange(H, device=device) < shapes[:, :1]                        # (B, H)
+    cols = torch.arange(W, device=device) < shapes[:, 1:]                        # (B, W)
     return (rows[:, :, None] & cols[:, None, :]).reshape(-1, H * W, 1).to(dtype)
 
 

@@ -34,6 +34,10 @@ Padding-aware (``mask`` given, 1 on an image's own tokens): ``N`` becomes each i
 ``n`` and every mean a masked sum divided by ``n``; ``k`` is zeroed outside and scaled by ``s / n`` (the
 per-image alpha), and ``v`` is zeroed outside, so ``k^T v`` and the 3x3 residual see exactly what they
 see for the image alone (two extra elementwise passes, still no N x N tensor or loop over images).
+These per-image sums, and ``k^T v``, accumulate in fp32 (fp64 for fp64 inputs) under any autocast or
+input dtype: an fp16 sum over the ~67,000 stage-1 tokens of a padded COCO batch overflows (65,504), and
+``s / n`` rounded to fp16 is off by up to 1e-3 relative; ``M`` returns to the input dtype where ``q``
+meets it.
 """
 import torch
 import torch.nn.functional as F
@@ -108,27 +112,36 @@ class InLineAttention(nn.Module):
         if self.kernel_func != 'identity':
             k = self.phi(k)
         if mask is None:
-            x_mean, alpha = x.mean(dim=1), s / N                                 # (B, C)
+            x_mean = x.mean(dim=1)                                               # (B, C)
             if self.kernel_func != 'identity':
                 k_mean, v_mean = k.mean(dim=1), v.mean(dim=1)
+            k_t = k.reshape(B, N, h, d).permute(0, 2, 3, 1).reshape(B * h, d, N)
+            v_h = v.reshape(B, N, h, d).transpose(1, 2).reshape(B * h, N, d)
         else:
-            mask = mask.to(x.dtype)
+            # Sums over up to ~67,000 own tokens: in fp16 they overflow (max 65,504) and s / n rounds, so
+            # they accumulate, and k^T v is computed, in (at least) fp32: the product with the mask in that
+            # dtype promotes; M goes back to the input dtype where q meets it.
+            acc = torch.promote_types(k.dtype, torch.float32)
+            mask = mask.to(acc)
             counts = mask.sum(dim=1).clamp_(min=1)                               # (B, 1); 0 only if empty
-            x_mean, alpha = torch.bmm(mask.transpose(1, 2), x).squeeze(1) / counts, 1.
+            x_mean = (x * mask).sum(dim=1) / counts
+            k = k * (mask * (s / counts).unsqueeze(1))            # own tokens, per-image alpha s / n folded in
+            v = v * mask.to(v.dtype)                              # the 3x3 residual sees zeros outside
             if self.kernel_func != 'identity':
-                k_mean = torch.bmm(mask.transpose(1, 2).to(k.dtype), k).squeeze(1) / counts
-                v_mean = torch.bmm(mask.transpose(1, 2).to(v.dtype), v).squeeze(1) / counts
-            # k^T v over own tokens only, with the per-image alpha s / n folded into k.
-            k = k * (mask * (s / counts).unsqueeze(1)).to(k.dtype)
-            v = v * mask.to(v.dtype)
+                k_mean, v_mean = k.sum(dim=1) / s, v.sum(dim=1, dtype=acc) / counts
+            k_t = k.reshape(B, N, h, d).permute(0, 2, 3, 1).reshape(B * h, d, N)
+            v_h = v.reshape(B, N, h, d).transpose(1, 2).reshape(B * h, N, d).to(acc)
         if self.kernel_func == 'identity':                          # means of k, v = projected mean token
             k_mean, v_mean = F.linear(x_mean, w_k, b_k), F.linear(x_mean, w_v, b_v)
 
-        # M per (image, head): (s/N) k^T v - s mean(k)^T mean(v), one batched GEMM.
-        k_t = k.reshape(B, N, h, d).permute(0, 2, 3, 1).reshape(B * h, d, N)
-        v_h = v.reshape(B, N, h, d).transpose(1, 2).reshape(B * h, N, d)
-        m = torch.baddbmm((k_mean.reshape(B * h, d, 1) * v_mean.reshape(B * h, 1, d)).mul_(-s).to(k_t.dtype),
-                          k_t, v_h, alpha=alpha)                                   # (B*h, d, d)
+        # M per (image, head): (s/N) k^T v - s mean(k)^T mean(v), one batched GEMM (alpha s / N applied
+        # before the result is rounded; masked: in the accumulation dtype, outside autocast).
+        mean_term = (k_mean.reshape(B * h, d, 1) * v_mean.reshape(B * h, 1, d)).mul_(-s).to(k_t.dtype)
+        if mask is None:
+            m = torch.baddbmm(mean_term, k_t, v_h, alpha=s / N)                    # (B*h, d, d)
+        else:
+            with torch.autocast(x.device.type, enabled=False):
+                m = torch.baddbmm(mean_term, k_t, v_h)
 
         if self.kernel_func == 'identity' and N > C and not torch.jit.is_tracing():
             out = self._folded_output(x, x_mean, v, m, v_mean, w_q, b_q, hw_shape)

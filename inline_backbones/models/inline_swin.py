@@ -195,7 +195,7 @@ class InLineSwinTransformer(BaseModule):
         if self.padding_aware:
             shapes = image_shapes_of(x, image_shapes)
             if not fills_map(shapes, (H, W)):
-                x = x * region_mask(shapes, (H, W), x.dtype).view(-1, 1, H, W)
+                x = x * region_mask(shapes, (H, W), x.dtype, x.device).view(-1, 1, H, W)
             shapes = downsample_shapes(shapes, self.patch_size)
         elif image_shapes is not None:
             raise ValueError('image_shapes is only used in padding-aware mode (padding_aware=True)')
@@ -207,7 +207,7 @@ class InLineSwinTransformer(BaseModule):
             if i in self.out_indices:
                 out = getattr(self, f'norm{i}')(out)
                 if shapes is not None and not fills_map(shapes, out_shape):
-                    out = out * region_mask(shapes, out_shape, out.dtype)
+                    out = out * region_mask(shapes, out_shape, out.dtype, out.device)
                 outs.append(out.view(-1, *out_shape, self.num_features[i]).permute(0, 3, 1, 2).contiguous())
             if shapes is not None:
                 shapes = downsample_shapes(shapes, 2)

@@ -14,6 +14,7 @@ Same ``qkv`` / ``proj`` parameters as :class:`InLineAttention`, no local residua
 
 Padding-aware (``mask`` given, 1 on an image's own tokens): ``N`` becomes the image's own token count
 ``n`` and ``k`` is zeroed outside its region, so ``k^T v / n`` and ``mean(k)`` are those of the image alone.
+The sums over tokens accumulate in fp32 (or fp64) whatever the input dtype.
 """
 import torch
 from torch import nn
@@ -58,15 +59,20 @@ class LinearAttention(nn.Module):
         h, d = self.num_heads, self.head_dims
         q, k, v = self.qkv(x).view(B, N, 3, h, d).permute(2, 0, 3, 1, 4)           # (B, h, N, d)
         q, k = self.phi(q), self.phi(k)
-        n = N
-        if mask is not None:
-            mask = mask.to(k.dtype).unsqueeze(1)                                    # (B, 1, N, 1)
-            n = mask.sum(dim=2, keepdim=True).clamp_(min=1)                         # (B, 1, 1, 1)
-            k = k * mask
-        kv = torch.matmul(k.transpose(-1, -2), v) / n                               # (B, h, d, d)
-        k_mean = k.sum(dim=2, keepdim=True) / n                                     # (B, h, 1, d)
-        norm = torch.matmul(q, k_mean.transpose(-1, -2)) + EPS                      # (B, h, N, 1)
-        out = torch.matmul(q, kv) / norm
+        # The sums over N tokens (k^T v, mean(k)) and the normaliser accumulate in (at least) fp32, outside
+        # autocast: in fp16 they overflow at COCO token counts (max 65,504).
+        acc = torch.promote_types(q.dtype, torch.float32)
+        with torch.autocast(x.device.type, enabled=False):
+            q32, k, v32 = q.to(acc), k.to(acc), v.to(acc)
+            n = N
+            if mask is not None:
+                mask = mask.to(acc).unsqueeze(1)                                    # (B, 1, N, 1)
+                n = mask.sum(dim=2, keepdim=True).clamp_(min=1)                     # (B, 1, 1, 1)
+                k = k * mask
+            kv = torch.matmul(k.transpose(-1, -2), v32) / n                         # (B, h, d, d)
+            k_mean = k.sum(dim=2, keepdim=True) / n                                 # (B, h, 1, d)
+            norm = torch.matmul(q32, k_mean.transpose(-1, -2)) + EPS                # (B, h, N, 1)
+        out = (torch.matmul(q, kv.to(q.dtype)) / norm).to(q.dtype)
         return self.proj_drop(self.proj(out.transpose(1, 2).reshape(B, N, C)))
 
     def extra_repr(self):

@@ -41,15 +41,18 @@ def window_plan(hw_shape, batch_size, window_size, shift, region_shapes=None, cl
     H, W = hw_shape
     B, ws = batch_size, window_size
     aware = region_shapes is not None
+    # What decides the partition's size is computed on the host (the shapes are small host tensors), so
+    # building a plan never waits for the device; the index maps are built on ``device``.
     if aware:
+        region_shapes = region_shapes.cpu()
         heights, widths = region_shapes[:, 0], region_shapes[:, 1]
         shifts = torch.where(torch.minimum(heights, widths) > ws, ws // 2, 0) if shift else torch.zeros_like(heights)
         rolls = bool(shifts.any())
     else:
-        heights = torch.full((B,), H, device=device)
-        widths = torch.full((B,), W, device=device)
+        heights = torch.full((B,), H)
+        widths = torch.full((B,), W)
         rolls = shift and min(H, W) > ws
-        shifts = torch.full((B,), ws // 2 if rolls else 0, device=device)
+        shifts = torch.full((B,), ws // 2 if rolls else 0)
     window_hw = (min(ws, H), min(ws, W)) if clip and not rolls else (ws, ws)
     # Canvas cell (r, c) of image b holds its token (r - o_b, c - o_b): plain = a roll by -s (o = -s,
     # modulo the canvas); padding-aware = the image placed at offset o = (ws - s) % ws, rest masked.
@@ -57,6 +60,9 @@ def window_plan(hw_shape, batch_size, window_size, shift, region_shapes=None, cl
     extra = int(offsets.max()) if aware else 0
     canvas_h = H + extra + (-(H + extra)) % window_hw[0]
     canvas_w = W + extra + (-(W + extra)) % window_hw[1]
+    # Every cell of every window holds an own token: nothing to mask.
+    fills = bool(((offsets == 0) & (heights == canvas_h) & (widths == canvas_w)).all())
+    heights, widths, offsets = heights.to(device), widths.to(device), offsets.to(device)
     o = offsets[:, None]
     src_r = torch.arange(canvas_h, device=device) - o                               # (B, canvas_h)
     src_c = torch.arange(canvas_w, device=device) - o
@@ -81,10 +87,7 @@ def window_plan(hw_shape, batch_size, window_size, shift, region_shapes=None, cl
         (torch.arange(W, device=device) < widths[:, None])[:, None, :]
     scatter = torch.where(own, pos, B * num_windows * L).reshape(-1)
 
-    mask = None
-    if aware:
-        keep = src.reshape(B * num_windows, L, 1) != H * W
-        mask = None if bool(keep.all()) else keep
+    mask = None if not aware or fills else src.reshape(B * num_windows, L, 1) != H * W
     return WindowPlan(gather, scatter, window_hw, mask)
 
 
