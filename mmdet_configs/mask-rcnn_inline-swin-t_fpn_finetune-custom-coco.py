@@ -49,6 +49,5 @@ param_scheduler = [
     dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=50),
     dict(type='MultiStepLR', begin=0, end=max_epochs, by_epoch=True, milestones=[16, 22], gamma=0.1),
 ]
-# lr 1e-4 (inherited) is the recipe's for 16 images per step; with --auto-scale-lr mmengine scales it
-# linearly to (GPUs x batch_size) / base_batch_size, e.g. 1.25e-5 on one GPU with 2 images.
-auto_scale_lr = dict(base_batch_size=16)
+# lr 1e-4 (inherited) is the recipe's for 16 images per step (inherited auto_scale_lr base_batch_size=16): with
+# --auto-scale-lr mmengine scales it by (GPUs x batch_size) / 16, e.g. to 1.25e-5 on one GPU with 2 images.
