@@ -82,8 +82,8 @@ class CheckpointDownloadError(RuntimeError):
 # torch's weights_only errors open with advice to load with weights_only=False (i.e. to run any code the file
 # holds) and end with advice to allow-list whatever global the file asks for: those sentences are dropped.
 _UNSAFE_ADVICE = re.compile(r'weights_only`?\s*(?:=|set to)\s*`?False|TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD', re.I)
-_TORCH_BOILERPLATE = ('Weights only load failed', 'Do it only', 'Please file an issue', 'WeightsUnpickler error:',
-                      'Please use', 'Check the documentation')
+_TORCH_BOILERPLATE = ('Weights only load failed', 'In PyTorch 2.6', 'Do it only', 'Please file an issue',
+                      'WeightsUnpickler error:', 'Please use', 'Check the documentation')
 _SAFE_ADVICE = ('only tensors, the released checkpoints\' yacs config and the state of mmengine Runner checkpoints '
                 'are allowed, so this is not such a checkpoint (a damaged or different file, or not a checkpoint '
                 'at all); get the file again from its source rather than loosening the loading')
@@ -92,7 +92,7 @@ _SAFE_ADVICE = ('only tensors, the released checkpoints\' yacs config and the st
 def _safe_reason(err):
     """What torch's error says went wrong, without its advice to turn ``weights_only`` off or to allow-list
     globals the file asks for."""
-    sentences = re.split(r'(?<=[.:])\s+', str(err).replace('\n', ' '))
+    sentences = (s.strip() for s in re.split(r'\n|(?<=[.:])\s', str(err)))
     kept = [s for s in sentences if s and not _UNSAFE_ADVICE.search(s) and not s.startswith(_TORCH_BOILERPLATE)]
     return ' '.join(kept) or type(err).__name__
 
