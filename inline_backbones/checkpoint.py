@@ -194,8 +194,8 @@ def _torch_load(path):
         try:
             return torch.load(path, map_location='cpu', weights_only=True)
         except Exception as err:  # noqa: BLE001 - re-raised with the file named
-            raise RuntimeError(f'cannot load checkpoint {path!r} with weights_only=True: {_safe_reason(err)} '
-                               f'({_SAFE_ADVICE})') from None
+            raise RuntimeError(f'cannot load checkpoint {path!r} safely (weights_only=True): {type(err).__name__}: '
+                               f'{_safe_reason(err)} ({_SAFE_ADVICE})') from None
 
 
 def load_checkpoint_file(path, sha256=None):
