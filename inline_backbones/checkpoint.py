@@ -80,9 +80,10 @@ class CheckpointDownloadError(RuntimeError):
 
 
 # torch's weights_only errors open with advice to load with weights_only=False (i.e. to run any code the file
-# holds) and end with advice to allow-list whatever global the file asks for: those sentences are dropped.
-_UNSAFE_ADVICE = re.compile(r'weights_only`?\s*(?:=|set to)\s*`?False|TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD', re.I)
-_TORCH_BOILERPLATE = ('Weights only load failed', 'In PyTorch 2.6', 'Do it only', 'Please file an issue',
+# holds) and end with advice to allow-list whatever global the file asks for: sentences that mention weights_only
+# or its override, or open as that advice does, are dropped.
+_UNSAFE_ADVICE = re.compile(r'weights_only|TORCH_FORCE', re.I)
+_TORCH_BOILERPLATE = ('Weights only load failed', 'This file can still be loaded', 'Do it only', 'Please file an issue',
                       'WeightsUnpickler error:', 'Please use', 'Check the documentation')
 _SAFE_ADVICE = ('only tensors, the released checkpoints\' yacs config and the state of mmengine Runner checkpoints '
                 'are allowed, so this is not such a checkpoint (a damaged or different file, or not a checkpoint '
