@@ -69,12 +69,12 @@ def assert_weight_decay_applied(cfg, base_wd):
     no_decay = {n for n, wd in decay.items() if wd == 0}
     assert all(wd == base_wd for wd in decay.values() if wd != 0)
     assert no_decay == {n for n in decay if any(k in n for k in ('.norm', 'relative_position_bias_table', '.residual.'))}
-    for name in ('backbone.stages.0.blocks.0.attn.residual.2.bias', 'backbone.stages.0.blocks.0.attn.residual.0.weight',
-                 'backbone.stages.0.blocks.0.norm1.weight', 'backbone.norm0.bias',
-                 'backbone.stages.3.blocks.0.attn.relative_position_bias_table'):
+    for name in ('backbone.layers.0.blocks.0.attn.residual.2.bias', 'backbone.layers.0.blocks.0.attn.residual.0.weight',
+                 'backbone.layers.0.blocks.0.norm1.weight', 'backbone.norm0.bias',
+                 'backbone.layers.3.blocks.0.attn.relative_position_bias_table'):
         assert decay[name] == 0, name
-    for name in ('backbone.stages.0.blocks.0.attn.qkv.weight', 'backbone.stages.0.blocks.0.attn.qkv.bias',
-                 'backbone.patch_embed.projection.weight', 'neck.weight', 'neck.bias'):
+    for name in ('backbone.layers.0.blocks.0.attn.qkv.weight', 'backbone.layers.0.blocks.0.attn.qkv.bias',
+                 'backbone.patch_embed.proj.weight', 'neck.weight', 'neck.bias'):
         assert decay[name] == base_wd, name
 
 
