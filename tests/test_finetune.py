@@ -13,9 +13,11 @@ import sys
 
 import pytest
 
-from inline_backbones.data import generate_shapes_dataset
+from mmengine.config import Config
 
-pytestmark = pytest.mark.slow
+from inline_backbones.data import generate_shapes_dataset
+from inline_backbones.released import SWIN_ARCH_CHECKPOINTS
+
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 DOC = osp.join(ROOT, 'docs', 'finetune.md')
 CONFIG = 'mmdet_configs/mask-rcnn_inline-swin-t_fpn_finetune-custom-coco.py'
@@ -68,6 +70,21 @@ def run(command, cwd):
     return out.stdout + out.stderr
 
 
+def test_config_gives_the_classes_to_every_head_dataset_and_evaluator():
+    cfg = Config.fromfile(osp.join(ROOT, CONFIG))
+    classes, data_root = cfg.classes, cfg.data_root
+    assert cfg.model.roi_head.bbox_head.num_classes == cfg.model.roi_head.mask_head.num_classes == len(classes)
+    for split in ('train', 'val', 'test'):
+        dataset = cfg[f'{split}_dataloader'].dataset
+        assert tuple(dataset.metainfo.classes) == tuple(classes) and dataset.data_root == data_root
+    assert cfg.val_evaluator.ann_file == cfg.test_evaluator.ann_file == data_root + 'annotations/instances_val.json'
+    assert cfg.model.backbone.init_cfg.checkpoint == SWIN_ARCH_CHECKPOINTS['tiny']
+    warmup, steps = cfg.param_scheduler
+    assert warmup.end < 300 // cfg.train_dataloader.batch_size      # shorter than an epoch of 300 images
+    assert steps.end == cfg.train_cfg.max_epochs > max(steps.milestones)
+
+
+@pytest.mark.slow
 def test_doc_commands_fine_tune_and_test_on_a_coco_folder(tmp_path):
     generate_shapes_dataset(str(tmp_path / 'data' / 'my_dataset'), num_train=4, num_val=2, seed=3)
     train = doc_command('train')
