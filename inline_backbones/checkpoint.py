@@ -12,12 +12,16 @@ Everything goes through ``torch.load(..., weights_only=True)``; nothing turns th
   ``load_from``, ``--resume`` and testing fail. :func:`allow_mmengine_checkpoints` allow-lists exactly
   those classes (called when the package is imported, i.e. through ``custom_imports``).
 * A checkpoint given as a URL (``http(s)://``, ``file://``), as mmengine's ``Pretrained`` accepts, is
-  downloaded once into torch's hub cache (``$TORCH_HOME/hub/checkpoints/<file name>``, where timm and
-  torchvision keep theirs) and then loaded from there like a local file.
+  downloaded once into torch's hub cache (``$TORCH_HOME/hub/checkpoints/<name>-<URL hash>.pth``, where timm
+  and torchvision keep theirs), kept only if it loads as a checkpoint, and then loaded like a local file.
+* No error message suggests ``weights_only=False``: torch's advice to do so is stripped from its errors.
 """
+import hashlib
 import os
 import os.path as osp
 import pickle
+import re
+import uuid
 from collections import OrderedDict
 
 import numpy as np
@@ -71,51 +75,143 @@ def allow_mmengine_checkpoints():
 URL_SCHEMES = ('http://', 'https://', 'file://')
 
 
-def download_checkpoint(url):
-    """The local copy of checkpoint ``url`` in torch's hub cache, downloaded if it is not there yet.
+class CheckpointDownloadError(RuntimeError):
+    """A download that is not the checkpoint (truncated, an HTML page, wrong sha256 ...); it was not kept."""
 
-    Under a distributed launch the first process of each node downloads while the others wait at a
-    barrier, then they read the cached file (torch writes it under a temporary name and renames it, so
-    a file in the cache is complete). Offline, or with a wrong URL, raises ``ConnectionError`` naming
-    the URL and the cache path where a copy fetched by hand is picked up.
+
+# torch's weights_only errors open with advice to load with weights_only=False (i.e. to run any code the file
+# holds) and end with advice to allow-list whatever global the file asks for: sentences that mention weights_only
+# or its override, or open as that advice does, are dropped.
+_UNSAFE_ADVICE = re.compile(r'weights_only|TORCH_FORCE', re.I)
+_TORCH_BOILERPLATE = ('Weights only load failed', 'This file can still be loaded', 'Do it only', 'Please file an issue',
+                      'WeightsUnpickler error:', 'Please use', 'Check the documentation')
+_SAFE_ADVICE = ('only tensors, the released checkpoints\' yacs config and the state of mmengine Runner checkpoints '
+                'are allowed, so this is not such a checkpoint (a damaged or different file, or not a checkpoint '
+                'at all); get the file again from its source rather than loosening the loading')
+
+
+def _safe_reason(err):
+    """What torch's error says went wrong, without its advice to turn ``weights_only`` off or to allow-list
+    globals the file asks for."""
+    sentences = (s.strip() for s in re.split(r'\n|(?<=[.:])\s', str(err)))
+    kept = [s for s in sentences if s and not _UNSAFE_ADVICE.search(s) and not s.startswith(_TORCH_BOILERPLATE)]
+    return ' '.join(kept) or type(err).__name__
+
+
+def cache_path(url):
+    """Where :func:`download_checkpoint` keeps ``url``: ``<torch hub dir>/checkpoints/<name>-<hash>.pth``.
+
+    ``<name>`` is the URL's last non-empty path component without its extension (the share id of a released
+    link ``.../f/<id>/?dl=1``, ``model`` for ``.../model.pth``), ``<hash>`` the first 12 hex digits of the
+    SHA-256 of the whole URL, so links that end alike (``.../a/model.pth``, ``.../b/model.pth``) never share
+    a file.
     """
     from urllib.parse import unquote, urlparse
 
+    parts = [p for p in unquote(urlparse(url).path).split('/') if p]
+    name = re.sub(r'[^A-Za-z0-9_.-]+', '_', osp.splitext(parts[-1])[0]) if parts else ''
+    digest = hashlib.sha256(url.encode()).hexdigest()[:12]
+    return osp.join(torch.hub.get_dir(), 'checkpoints', f'{name or "checkpoint"}-{digest}.pth')
+
+
+def download_checkpoint(url, sha256=None):
+    """The local copy of checkpoint ``url`` in torch's hub cache (:func:`cache_path`), downloaded if absent.
+
+    A download goes to a temporary file next to the cache entry and is moved into place only once it
+    unpickles with ``weights_only=True`` into a checkpoint holding a model state dict (and, if ``sha256``
+    is given, has that SHA-256); otherwise it is deleted and :class:`CheckpointDownloadError` gives its
+    size and, if it looks like HTML, its first bytes. ``sha256`` is checked on download only: a file
+    already in the cache (downloaded earlier or put there by hand) is used as it is.
+
+    Under a distributed launch the first process of each node downloads while the others wait at a
+    barrier, then they read the cached file. Offline, or with a wrong URL, raises ``ConnectionError``
+    naming the URL and the cache path where a copy fetched by hand is picked up.
+    """
     from mmengine.dist import barrier, get_local_rank
 
-    name = osp.basename(unquote(urlparse(url).path))
-    if not name:
-        raise ValueError(f'checkpoint URL {url!r} does not end in a file name')
-    local = osp.join(torch.hub.get_dir(), 'checkpoints', name)
+    if sha256 is not None and not re.fullmatch(r'[0-9a-fA-F]{64}', str(sha256)):
+        raise ValueError(f'sha256 {sha256!r} of checkpoint {url!r} is not a SHA-256 digest (64 hex digits)')
+    local = cache_path(url)
     if get_local_rank() == 0 and not osp.isfile(local):
         os.makedirs(osp.dirname(local), exist_ok=True)
+        partial = f'{local}.{uuid.uuid4().hex}.partial'
         try:
-            torch.hub.download_url_to_file(url, local, progress=False)
-        except OSError as err:  # URLError, HTTPError, refused/timed-out connections are OSErrors
-            raise ConnectionError(
-                f'cannot download checkpoint {url!r}: {err}. Without network access, fetch the file '
-                f'elsewhere and either put it at {local!r} or set the checkpoint to its local path '
-                f'(--cfg-options model.backbone.init_cfg.checkpoint=PATH)') from err
+            try:
+                torch.hub.download_url_to_file(url, partial, progress=False)
+            except OSError as err:  # URLError, HTTPError, refused/timed-out connections are OSErrors
+                raise ConnectionError(
+                    f'cannot download checkpoint {url!r}: {err}. Without network access, fetch the file '
+                    f'elsewhere and either put it at {local!r} or set the checkpoint to its local path '
+                    f'(--cfg-options model.backbone.init_cfg.checkpoint=PATH)') from err
+            _check_download(url, partial, local, sha256)
+            os.replace(partial, local)
+        finally:
+            if osp.exists(partial):
+                os.remove(partial)
     barrier()
     if not osp.isfile(local):
         raise ConnectionError(f'checkpoint {url!r} was not downloaded to {local!r} on this node')
     return local
 
 
-def load_checkpoint_file(path):
-    """Load a checkpoint file or URL safely (``weights_only=True``); clear errors for a missing/bad file."""
-    path = str(path)
-    if path.startswith(URL_SCHEMES):
-        path = download_checkpoint(path)
-    path = osp.expanduser(path)
-    if not osp.isfile(path):
-        raise FileNotFoundError(f'checkpoint file not found: {path!r} (set the path to a downloaded '
-                                f'InLine-Swin checkpoint, e.g. inline_swin_t.pth)')
+def _download_problem(path, sha256):
+    """Why the file at ``path`` is not the expected checkpoint (wrong ``sha256``, does not unpickle safely, holds
+    no model state dict), or None."""
+    if sha256 is not None:
+        sha = hashlib.sha256()
+        with open(path, 'rb') as f:
+            for chunk in iter(lambda: f.read(1 << 20), b''):
+                sha.update(chunk)
+        digest = sha.hexdigest()
+        if digest != sha256.lower():
+            return f'its sha256 is {digest}, the config expects {sha256.lower()}'
+    try:
+        if not extract_state_dict(_torch_load(path)):
+            return 'it holds an empty state dict'
+    except (RuntimeError, TypeError, KeyError) as err:
+        return str(err)
+    return None
+
+
+def _check_download(url, path, local, sha256):
+    """Raise :class:`CheckpointDownloadError` (size, first bytes of HTML) if :func:`_download_problem` finds one."""
+    problem = _download_problem(path, sha256)
+    if problem is None:
+        return
+    with open(path, 'rb') as f:
+        head = f.read(512)
+    html = head.lstrip().lower().startswith((b'<!doctype', b'<html')) or b'<html' in head.lower()
+    shown = f', looks like HTML: {head[:200].decode("utf-8", "replace")!r}' if html else ''
+    raise CheckpointDownloadError(
+        f'the download of checkpoint {url!r} ({osp.getsize(path)} bytes{shown}) is not the checkpoint: {problem}. '
+        f'It was deleted, nothing was cached. Check the link (a cloud share link needs its ?dl=1 to give the '
+        f'file rather than a web page) or fetch the file by hand and put it at {local!r}')
+
+
+def _torch_load(path):
+    """``torch.load(path, weights_only=True)`` with the released checkpoints' yacs config allowed; errors name
+    the file and never suggest turning the protection off (torch's own error is not chained: it does)."""
     with torch.serialization.safe_globals([(ReleasedConfig, 'yacs.config.CfgNode')]):
         try:
             return torch.load(path, map_location='cpu', weights_only=True)
         except Exception as err:  # noqa: BLE001 - re-raised with the file named
-            raise RuntimeError(f'cannot load checkpoint {path!r} safely (weights_only=True): {err}') from err
+            raise RuntimeError(f'cannot load checkpoint {path!r} safely (weights_only=True): {type(err).__name__}: '
+                               f'{_safe_reason(err)} ({_SAFE_ADVICE})') from None
+
+
+def load_checkpoint_file(path, sha256=None):
+    """Load a checkpoint file or URL safely (``weights_only=True``); clear errors for a missing/bad file.
+
+    A URL is downloaded first (:func:`download_checkpoint`, which checks ``sha256`` if given).
+    """
+    path = str(path)
+    if path.startswith(URL_SCHEMES):
+        path = download_checkpoint(path, sha256)
+    path = osp.expanduser(path)
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'checkpoint file not found: {path!r} (set the path to a downloaded '
+                                f'InLine-Swin checkpoint, e.g. inline_swin_t.pth)')
+    return _torch_load(path)
 
 
 def extract_state_dict(checkpoint, prefix=None):
@@ -167,13 +263,15 @@ def check_state_dict(model, state_dict, source, optional_prefixes=()):
         raise CheckpointMismatchError('\n'.join(lines))
 
 
-def load_pretrained(model, path, prefix=None, optional_prefixes=('norm0.', 'norm1.', 'norm2.', 'norm3.')):
+def load_pretrained(model, path, prefix=None, optional_prefixes=('norm0.', 'norm1.', 'norm2.', 'norm3.'),
+                    sha256=None):
     """Load ``path`` into ``model`` strictly: every parameter other than the output norms must come
     from the file, with the right shape, and the file must hold nothing else than the dropped keys.
+    ``path`` may be a URL (downloaded once, checked against ``sha256`` if given: :func:`download_checkpoint`).
 
     Raises :class:`CheckpointMismatchError` naming the offending keys; returns the keys loaded.
     """
-    state_dict = {k: v for k, v in extract_state_dict(load_checkpoint_file(path), prefix).items()
+    state_dict = {k: v for k, v in extract_state_dict(load_checkpoint_file(path, sha256), prefix).items()
                   if not _is_dropped(k)}
     check_state_dict(model, state_dict, path, optional_prefixes)
     model.load_state_dict(state_dict, strict=False)

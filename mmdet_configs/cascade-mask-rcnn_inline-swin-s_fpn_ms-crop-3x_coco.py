@@ -1,7 +1,8 @@
 # Cascade Mask R-CNN + FPN with InLine-Swin-S: the InLine-Swin-T recipe (3x schedule) with the small backbone.
 _base_ = './cascade-mask-rcnn_inline-swin-t_fpn_ms-crop-3x_coco.py'
 
-pretrained = 'checkpoints/inline_swin_s.pth'  # released ImageNet-1k checkpoint (see README)
+# The authors' released ImageNet-1k InLine-Swin-S checkpoint (inline_backbones/released.py)
+pretrained = 'https://cloud.tsinghua.edu.cn/f/e9657fd247c04c7cb1a1/?dl=1'
 
 model = dict(
     backbone=dict(

@@ -1,15 +1,15 @@
 # Cascade Mask R-CNN + FPN with InLine-Swin-T, 3x schedule (36 epochs, steps 27/33), the Swin protocol:
 # multi-scale + DETR-style random-crop training, AdamW lr 1e-4 wd 0.05 (no decay on norms / relative
-# position bias tables), 8 GPUs x 2 images, and Swin's cascade heads (4 shared convs + 1 fc with SyncBN,
-# GIoU loss on decoded boxes). Model and data come from mmdet's Cascade Mask R-CNN config.
+# position bias tables / local residual generator), 8 GPUs x 2 images, and Swin's cascade heads (4 shared
+# convs + 1 fc with SyncBN, GIoU loss on decoded boxes). Model and data come from mmdet's Cascade Mask R-CNN config.
 _base_ = 'mmdet::cascade_rcnn/cascade-mask-rcnn_r50_fpn_1x_coco.py'
 
 custom_imports = dict(imports=['inline_backbones', 'inline_backbones.det_preprocessor'],
                       allow_failed_imports=False)
 
-# Released ImageNet-1k InLine-Swin-T checkpoint, relative to the working directory; override with
-# --cfg-options model.backbone.init_cfg.checkpoint=/path/to/inline_swin_t.pth
-pretrained = 'checkpoints/inline_swin_t.pth'
+# The authors' released ImageNet-1k InLine-Swin-T checkpoint (inline_backbones/released.py), downloaded once
+# into torch's hub cache; a local copy: --cfg-options model.backbone.init_cfg.checkpoint=/path/to/file.pth
+pretrained = 'https://cloud.tsinghua.edu.cn/f/32810869fcc34410966b/?dl=1'
 
 model = dict(
     # Attaches each image's img_shape to the batch for the padding-aware backbone (see README).
@@ -67,11 +67,17 @@ param_scheduler = [
     dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=500),  # Swin: 500-iteration warm-up
     dict(type='MultiStepLR', begin=0, end=max_epochs, by_epoch=True, milestones=[27, 33], gamma=0.1),
 ]
+# Weight decay: the Swin recipe's treatment, extended to InLine's own module. No decay on norms and relative
+# position bias tables (Swin's custom_keys), 0.05 on every other weight and bias, as in Swin's detection
+# and segmentation recipes, and no decay on the local residual's kernel generator (attn.residual, weights and
+# biases): it is InLine's position-dependent local term, the counterpart of the bias tables, and its bias is
+# the static 3x3 kernel, which the authors' ImageNet training kept out of weight decay (docs/finetune.md).
 optim_wrapper = dict(
     type='OptimWrapper',
     paramwise_cfg=dict(custom_keys={
         'relative_position_bias_table': dict(decay_mult=0.),
         'norm': dict(decay_mult=0.),
+        'attn.residual': dict(decay_mult=0.),
     }),
     optimizer=dict(_delete_=True, type='AdamW', lr=0.0001, betas=(0.9, 0.999), weight_decay=0.05))
 # Keep the last 3 epoch checkpoints and the best one by box AP (best_coco_bbox_mAP_epoch_N.pth).

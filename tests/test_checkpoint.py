@@ -244,7 +244,9 @@ def test_malicious_checkpoint_is_refused_without_running_its_payload(tmp_path, h
     model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS', init_cfg=dict(type='Pretrained', checkpoint=str(path)))
     with pytest.raises(RuntimeError, match=r'cannot load checkpoint .*evil\.pth.* safely \(weights_only=True\)') as err:
         model.init_weights()
-    assert isinstance(err.value.__cause__, pickle.UnpicklingError)
+    assert 'UnpicklingError' in str(err.value)
+    assert err.value.__cause__ is None and err.value.__suppress_context__   # torch's error advises weights_only=False
+    assert 'False' not in str(err.value) and 'TORCH_FORCE' not in str(err.value)
     if how != 4:     # torch's weights-only unpickler names the forbidden global (protocol 4 stops earlier)
         assert 'open' in str(err.value), str(err.value)
     assert not marker.exists(), 'the payload ran'

@@ -10,11 +10,17 @@
   ``upernet_swin_*_512x512_160k_ade20k.py``): AdamW lr 6e-5, wd 0.01, drop path 0.3 for T/S/B, warm-up
   1500 iterations from 1e-6, poly decay (power 1) to 0 at 160k.
 """
+import copy
+import glob
 import os.path as osp
+import re
 import sys
 
 import pytest
+import torch
 from mmengine.config import Config
+
+from inline_backbones.released import RELEASED_CHECKPOINTS, SWIN_ARCH_CHECKPOINTS
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
@@ -40,6 +46,38 @@ SEGMENTATION = {
 }
 
 
+# Parameters out of weight decay (the configs' comment gives the reasons): norms, Swin blocks' relative position
+# bias tables and the InLine local residual's kernel generator (weights and biases).
+NO_DECAY_KEYS = {key: dict(decay_mult=0.) for key in ('relative_position_bias_table', 'norm', 'attn.residual')}
+
+
+def assert_weight_decay_applied(cfg, base_wd):
+    """The optimizer mmengine builds from the config for a small InLine-Swin (layout IIIS: InLine and Swin
+    blocks) plus a neck gives exactly the norms, the bias tables and ``attn.residual`` no weight decay."""
+    from mmengine.optim import build_optim_wrapper
+
+    from inline_backbones import InLineSwinTransformer
+
+    model = torch.nn.Module()
+    model.backbone = InLineSwinTransformer(arch=dict(embed_dims=16, depths=[1, 1, 1, 1], num_heads=[1, 2, 2, 4]),
+                                           attn_type='IIIS')
+    model.neck = torch.nn.Conv2d(128, 8, 1)
+    wrapper = build_optim_wrapper(model, copy.deepcopy(cfg.optim_wrapper))
+    names = {id(p): n for n, p in model.named_parameters()}
+    decay = {names[id(p)]: group['weight_decay'] for group in wrapper.optimizer.param_groups for p in group['params']}
+    assert set(decay) == set(names.values())
+    no_decay = {n for n, wd in decay.items() if wd == 0}
+    assert all(wd == base_wd for wd in decay.values() if wd != 0)
+    assert no_decay == {n for n in decay if any(k in n for k in ('.norm', 'relative_position_bias_table', '.residual.'))}
+    for name in ('backbone.layers.0.blocks.0.attn.residual.2.bias', 'backbone.layers.0.blocks.0.attn.residual.0.weight',
+                 'backbone.layers.0.blocks.0.norm1.weight', 'backbone.norm0.bias',
+                 'backbone.layers.3.blocks.0.attn.relative_position_bias_table'):
+        assert decay[name] == 0, name
+    for name in ('backbone.layers.0.blocks.0.attn.qkv.weight', 'backbone.layers.0.blocks.0.attn.qkv.bias',
+                 'backbone.patch_embed.proj.weight', 'neck.weight', 'neck.bias'):
+        assert decay[name] == base_wd, name
+
+
 def load(folder, name):
     return Config.fromfile(osp.join(ROOT, folder, name))
 
@@ -51,18 +89,32 @@ def plain(node):
     return [plain(v) for v in node] if isinstance(node, list) else node
 
 
+def test_every_coco_and_ade20k_config_is_pinned_here():
+    """So that each one is checked above, including its released link."""
+    assert {osp.basename(p) for p in glob.glob(osp.join(ROOT, 'mmdet_configs', '*_coco.py'))} == set(DETECTION)
+    assert {osp.basename(p) for p in glob.glob(osp.join(ROOT, 'mmseg_configs', '*ade20k*.py'))} == set(SEGMENTATION)
+
+
+def test_released_links_have_the_share_shape():
+    assert len(set(RELEASED_CHECKPOINTS.values())) == len(RELEASED_CHECKPOINTS) == 7
+    for url in RELEASED_CHECKPOINTS.values():
+        assert re.fullmatch(r'https://cloud\.tsinghua\.edu\.cn/f/[0-9a-f]{20}/\?dl=1', url), url
+    assert SWIN_ARCH_CHECKPOINTS['tiny'] == 'https://cloud.tsinghua.edu.cn/f/32810869fcc34410966b/?dl=1'
+
+
 @pytest.mark.parametrize('name', sorted(DETECTION))
 def test_detection_recipe(name):
     arch, drop_path, epochs, steps = DETECTION[name]
     cfg = load('mmdet_configs', name)
     backbone = cfg.model.backbone
     assert (backbone.arch, backbone.drop_path_rate) == (arch, drop_path)
-    assert plain(backbone.init_cfg) == dict(type='Pretrained', checkpoint=f'checkpoints/inline_swin_{arch[0]}.pth')
+    assert plain(backbone.init_cfg) == dict(type='Pretrained', checkpoint=SWIN_ARCH_CHECKPOINTS[arch])
     assert cfg.optim_wrapper.type == 'OptimWrapper'        # fp32 by default; --amp makes it AmpOptimWrapper
     assert plain(cfg.optim_wrapper.optimizer) == dict(type='AdamW', lr=1e-4, betas=(0.9, 0.999), weight_decay=0.05)
     custom_keys = plain(cfg.optim_wrapper.paramwise_cfg.custom_keys)
     custom_keys.pop('absolute_pos_embed', None)      # Swin's key, from mmdet's base: matches no parameter here
-    assert custom_keys == {'relative_position_bias_table': dict(decay_mult=0.), 'norm': dict(decay_mult=0.)}
+    assert custom_keys == NO_DECAY_KEYS
+    assert_weight_decay_applied(cfg, 0.05)
     assert cfg.train_dataloader.batch_size == 2
     assert plain(cfg.auto_scale_lr) == dict(enable=False, base_batch_size=16)
     assert cfg.train_cfg.max_epochs == epochs
@@ -78,11 +130,15 @@ def test_detection_recipe(name):
 @pytest.mark.parametrize('name', sorted(SEGMENTATION))
 def test_segmentation_recipe(name):
     cfg = load('mmseg_configs', name)
-    assert (cfg.model.backbone.arch, cfg.model.backbone.drop_path_rate) == (SEGMENTATION[name], 0.3)
+    arch = SEGMENTATION[name]
+    assert (cfg.model.backbone.arch, cfg.model.backbone.drop_path_rate) == (arch, 0.3)
+    assert plain(cfg.model.backbone.init_cfg) == dict(type='Pretrained', checkpoint=SWIN_ARCH_CHECKPOINTS[arch])
     assert cfg.optim_wrapper.type == 'OptimWrapper'
     assert plain(cfg.optim_wrapper.optimizer) == dict(type='AdamW', lr=6e-5, betas=(0.9, 0.999), weight_decay=0.01)
-    assert cfg.optim_wrapper.paramwise_cfg.custom_keys['norm'] == dict(decay_mult=0.)
-    assert cfg.optim_wrapper.paramwise_cfg.custom_keys['relative_position_bias_table'] == dict(decay_mult=0.)
+    custom_keys = plain(cfg.optim_wrapper.paramwise_cfg.custom_keys)
+    custom_keys.pop('absolute_pos_embed', None)
+    assert custom_keys == NO_DECAY_KEYS
+    assert_weight_decay_applied(cfg, 0.01)
     assert cfg.train_dataloader.batch_size == 2
     assert cfg.train_cfg.max_iters == 160000
     warmup, poly = plain(cfg.param_scheduler)

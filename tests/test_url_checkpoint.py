@@ -1,17 +1,26 @@
-"""``init_cfg`` checkpoints given as URLs: downloaded once into torch's hub cache, then loaded with
-``weights_only=True`` like a local file; unreachable URLs fail naming the URL. Served from this test
-(a local HTTP server and ``file://``), nothing comes from the internet."""
-import functools
+"""``init_cfg`` checkpoints given as URLs, as the authors release them (``https://cloud.tsinghua.edu.cn/f/<id>/?dl=1``):
+downloaded once into torch's hub cache under a name keyed by the whole URL, kept only if they load as a
+checkpoint with ``weights_only=True``, then loaded like a local file. Served from this test by a loopback
+HTTP server (and ``file://``); nothing comes from the internet."""
+import hashlib
 import http.server
+import io
 import os
+import socket
 import threading
+import time
+import traceback
 
 import pytest
 import torch
 
 from inline_backbones import InLineSwinTransformer
+from inline_backbones.checkpoint import CheckpointDownloadError, cache_path, download_checkpoint, load_checkpoint_file
 
 SMALL_ARCH = dict(embed_dims=32, depths=[2, 2, 2, 2], num_heads=[1, 2, 4, 8])
+MAX_REQUESTS = 8      # per server: every test makes fewer
+SERVE_SECONDS = 60    # a server stops by itself after this long
+HTML = b'<!DOCTYPE html>\n<html><head><title>Share link expired</title></head><body>Sorry</body></html>\n'
 
 
 @pytest.fixture
@@ -22,33 +31,78 @@ def hub_dir(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def served(tmp_path):
-    """A directory served over HTTP on 127.0.0.1; yields (directory, base URL, request log)."""
-    root = tmp_path / 'www'
-    root.mkdir()
-    requests = []
+def serve():
+    """``serve(routes)`` starts an HTTP server on 127.0.0.1 (free port) and returns (base URL, request log).
 
-    class Handler(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            requests.append(self.path)
+    ``routes`` maps a request path (query included) to the responses for its successive requests, each
+    ``(status, body)`` or ``(status, body, bytes_sent)``: ``Content-Length`` announces the whole body, only
+    ``bytes_sent`` of it are sent (a truncated download). Unknown paths, and paths whose responses are used
+    up, get a 404. The server stops by itself after MAX_REQUESTS requests or SERVE_SECONDS, and at the end
+    of the test; clients time out after 10 s (torch's download sets no timeout of its own).
+    """
+    started = []
+    default_timeout = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(10)
 
-    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), functools.partial(Handler, directory=str(root)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield root, f'http://127.0.0.1:{server.server_address[1]}', requests
-    server.shutdown()
-    server.server_close()
+    def start(routes):
+        log = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                log.append(self.path)
+                if not routes.get(self.path):
+                    self.send_error(404)
+                    return
+                status, body, *sent = routes[self.path].pop(0)
+                self.send_response(status)
+                self.send_header('Content-Type', 'text/html' if body.startswith(b'<!') else 'application/octet-stream')
+                self.send_header('Content-Length', str(len(body)))
+                self.end_headers()
+                self.wfile.write(body[:sent[0]] if sent else body)
+
+            def log_message(self, *args):
+                pass
+
+        server = http.server.HTTPServer(('127.0.0.1', 0), Handler)
+        server.timeout = 0.1
+        stop = threading.Event()
+        deadline = time.monotonic() + SERVE_SECONDS
+
+        def loop():
+            while not stop.is_set() and len(log) < MAX_REQUESTS and time.monotonic() < deadline:
+                server.handle_request()
+            server.server_close()
+
+        thread = threading.Thread(target=loop, daemon=True)
+        thread.start()
+        started.append((stop, thread))
+        return f'http://127.0.0.1:{server.server_address[1]}', log
+
+    yield start
+    socket.setdefaulttimeout(default_timeout)
+    for stop, thread in started:
+        stop.set()
+        thread.join(timeout=5)
 
 
-def released_like_file(path):
-    """A checkpoint of a random small backbone in the released layout; returns its trunk state."""
+def checkpoint_bytes(obj):
+    buffer = io.BytesIO()
+    torch.save(obj, buffer)
+    return buffer.getvalue()
+
+
+def released_like(seed):
+    """A checkpoint of a random small backbone in the released layout (bytes) and its trunk state."""
+    torch.manual_seed(seed)
     source = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IIIS')
-    torch.save({'model': source.state_dict(), 'epoch': 3}, path)
-    return {k: v for k, v in source.state_dict().items() if not k.endswith('relative_position_index')}
+    state = source.state_dict()
+    trunk = {k: v for k, v in state.items() if not k.endswith('relative_position_index')}
+    return checkpoint_bytes({'model': state, 'epoch': 3}), trunk
 
 
-def load_through_init_cfg(checkpoint):
-    model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IIIS', init_cfg=dict(type='Pretrained', checkpoint=checkpoint))
+def load_through_init_cfg(checkpoint, **init_cfg):
+    model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IIIS',
+                                  init_cfg=dict(type='Pretrained', checkpoint=checkpoint, **init_cfg))
     model.init_weights()
     return model
 
@@ -59,53 +113,131 @@ def assert_loaded(model, expected):
         assert torch.equal(state[key], value), key
 
 
-def test_http_url_is_downloaded_once_into_the_hub_cache(served, hub_dir):
-    root, base, requests = served
-    expected = released_like_file(root / 'inline_swin_small_test.pth')
-    assert_loaded(load_through_init_cfg(f'{base}/inline_swin_small_test.pth'), expected)
-    cached = hub_dir / 'checkpoints' / 'inline_swin_small_test.pth'
-    assert cached.is_file() and requests == ['/inline_swin_small_test.pth']
-    assert [p.name for p in cached.parent.iterdir()] == ['inline_swin_small_test.pth']  # no partial files
-    # A second build reads the cache: no new request (the served file could be gone).
-    os.remove(root / 'inline_swin_small_test.pth')
-    assert_loaded(load_through_init_cfg(f'{base}/inline_swin_small_test.pth'), expected)
-    assert requests == ['/inline_swin_small_test.pth']
+def cached(hub_dir):
+    folder = hub_dir / 'checkpoints'
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
 
 
-def test_file_url(tmp_path, hub_dir):
-    expected = released_like_file(tmp_path / 'ckpt.pth')
-    assert_loaded(load_through_init_cfg((tmp_path / 'ckpt.pth').as_uri()), expected)
-    assert (hub_dir / 'checkpoints' / 'ckpt.pth').is_file()
+def assert_no_unsafe_advice(excinfo):
+    """Neither the error nor anything chained to it suggests loading without the weights_only protection."""
+    text = ''.join(traceback.format_exception(excinfo.type, excinfo.value, excinfo.tb))
+    for unsafe in ('weights_only=False', 'TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD', 'set to `False`', 'add_safe_globals'):
+        assert unsafe not in text, text
 
 
-def test_downloaded_file_is_still_loaded_with_weights_only(served, hub_dir):
-    root, base, _ = served
+def share(base, share_id):
+    return f'{base}/f/{share_id}/?dl=1'
+
+
+def test_cache_name_is_readable_and_keyed_by_the_whole_url(hub_dir):
+    url = 'https://cloud.tsinghua.edu.cn/f/32810869fcc34410966b/?dl=1'
+    digest = hashlib.sha256(url.encode()).hexdigest()[:12]
+    assert cache_path(url) == str(hub_dir / 'checkpoints' / f'32810869fcc34410966b-{digest}.pth')
+    assert os.path.basename(cache_path('http://h/a/model.pth')).startswith('model-')
+    assert cache_path('http://h/a/model.pth') != cache_path('http://h/b/model.pth')
+    assert cache_path(url) != cache_path(url.replace('dl=1', 'dl=0'))
+    assert os.path.basename(cache_path('http://127.0.0.1:9/')).startswith('checkpoint-')
+
+
+def test_two_released_links_load_their_own_weights_once(serve, hub_dir):
+    (body_t, trunk_t), (body_s, trunk_s) = released_like(0), released_like(1)
+    base, log = serve({'/f/aaaa1111/?dl=1': [(200, body_t)], '/f/bbbb2222/?dl=1': [(200, body_s)]})
+    assert_loaded(load_through_init_cfg(share(base, 'aaaa1111')), trunk_t)
+    assert_loaded(load_through_init_cfg(share(base, 'bbbb2222')), trunk_s)
+    names = [os.path.basename(cache_path(share(base, i))) for i in ('aaaa1111', 'bbbb2222')]
+    assert cached(hub_dir) == sorted(names) and names[0].startswith('aaaa1111-')   # nothing partial left
+    # Built again: read from the cache, no new request (the server has no response left for it anyway).
+    assert_loaded(load_through_init_cfg(share(base, 'aaaa1111')), trunk_t)
+    assert log == ['/f/aaaa1111/?dl=1', '/f/bbbb2222/?dl=1']
+
+
+def test_same_file_name_on_two_paths_does_not_collide(serve, hub_dir):
+    first, second = {'w': torch.zeros(3)}, {'w': torch.ones(3)}
+    base, _ = serve({'/a/model.pth': [(200, checkpoint_bytes({'state_dict': first}))],
+                     '/b/model.pth': [(200, checkpoint_bytes(second))]})
+    path_a, path_b = download_checkpoint(f'{base}/a/model.pth'), download_checkpoint(f'{base}/b/model.pth')
+    assert path_a != path_b and len(cached(hub_dir)) == 2
+    assert torch.equal(load_checkpoint_file(f'{base}/a/model.pth')['state_dict']['w'], first['w'])
+    assert torch.equal(load_checkpoint_file(f'{base}/b/model.pth')['w'], second['w'])
+
+
+@pytest.mark.parametrize('kind', ['truncated', 'html', 'not_a_state_dict', 'code'])
+def test_broken_download_fails_loudly_and_is_not_kept(serve, hub_dir, tmp_path, kind):
+    body, _ = released_like(0)
 
     class Payload:
         def __reduce__(self):
-            return (os.system, ('echo pwned',))
+            return (os.system, (f'touch {tmp_path / "pwned"}',))
 
-    torch.save({'model': {'x': Payload()}}, root / 'evil.pth')
-    with pytest.raises(RuntimeError, match='weights_only=True'):
-        load_through_init_cfg(f'{base}/evil.pth')
+    response = {'truncated': (200, body, len(body) // 2), 'html': (200, HTML),
+                'not_a_state_dict': (200, checkpoint_bytes({'epoch': 3, 'max_accuracy': 81.2})),
+                'code': (200, checkpoint_bytes({'model': {'x': Payload()}}))}[kind]
+    base, _ = serve({'/f/cccc3333/?dl=1': [response]})
+    url = share(base, 'cccc3333')
+    with pytest.raises(CheckpointDownloadError) as err:
+        load_through_init_cfg(url)
+    message = str(err.value)
+    assert url in message and f'({response[2] if kind == "truncated" else len(response[1])} bytes' in message
+    assert cache_path(url) in message                    # where a copy fetched by hand goes
+    assert ("looks like HTML: '<!DOCTYPE html>" in message) == (kind == 'html')
+    assert_no_unsafe_advice(err)
+    assert cached(hub_dir) == []
+    assert not (tmp_path / 'pwned').exists()
 
 
-def test_unreachable_url_is_a_clear_error(hub_dir):
-    url = 'http://127.0.0.1:9/x.pth'    # discard port: connection refused, as offline
+def test_retry_after_a_bad_response_loads_the_right_weights(serve, hub_dir):
+    body, trunk = released_like(2)
+    base, log = serve({'/f/dddd4444/?dl=1': [(200, HTML), (200, body)]})
+    with pytest.raises(CheckpointDownloadError, match='HTML'):
+        load_through_init_cfg(share(base, 'dddd4444'))
+    assert cached(hub_dir) == []
+    assert_loaded(load_through_init_cfg(share(base, 'dddd4444')), trunk)
+    assert log == ['/f/dddd4444/?dl=1'] * 2 and len(cached(hub_dir)) == 1
+
+
+def test_sha256_from_init_cfg_is_checked(serve, hub_dir):
+    body, trunk = released_like(3)
+    good = hashlib.sha256(body).hexdigest()
+    base, _ = serve({'/f/eeee5555/?dl=1': [(200, body), (200, body)]})
+    with pytest.raises(CheckpointDownloadError, match=f'sha256 is {good}, the config expects {"0" * 64}'):
+        load_through_init_cfg(share(base, 'eeee5555'), sha256='0' * 64)
+    assert cached(hub_dir) == []
+    assert_loaded(load_through_init_cfg(share(base, 'eeee5555'), sha256=good.upper()), trunk)
+    with pytest.raises(ValueError, match='not a SHA-256 digest'):
+        load_through_init_cfg(share(base, 'eeee5555'), sha256='abc')
+
+
+def test_local_file_torch_refuses_gets_no_unsafe_advice(tmp_path):
+    class Payload:
+        def __reduce__(self):
+            return (os.system, ('true',))
+
+    torch.save({'model': {'x': Payload()}}, tmp_path / 'evil.pth')
+    refused = r'safely \(weights_only=True\): UnpicklingError: .*GLOBAL posix\.system'
+    with pytest.raises(RuntimeError, match=refused) as err:
+        load_through_init_cfg(str(tmp_path / 'evil.pth'))
+    assert_no_unsafe_advice(err)
+
+
+def test_file_url(tmp_path, hub_dir):
+    body, trunk = released_like(4)
+    (tmp_path / 'ckpt.pth').write_bytes(body)
+    url = (tmp_path / 'ckpt.pth').as_uri()
+    assert_loaded(load_through_init_cfg(url), trunk)
+    assert cached(hub_dir) == [os.path.basename(cache_path(url))]
+
+
+def test_unreachable_url_names_the_link_and_the_cache_path(hub_dir):
+    url = 'http://127.0.0.1:9/f/ffff6666/?dl=1'    # discard port: connection refused, as offline
     with pytest.raises(ConnectionError) as err:
         load_through_init_cfg(url)
     message = str(err.value)
-    assert url in message and str(hub_dir / 'checkpoints' / 'x.pth') in message
-    assert 'init_cfg.checkpoint' in message
-    assert not (hub_dir / 'checkpoints' / 'x.pth').exists()
+    assert url in message and cache_path(url) in message and 'init_cfg.checkpoint' in message
+    assert cached(hub_dir) == []
 
 
-def test_missing_file_on_a_server_is_a_clear_error(served, hub_dir):
-    _, base, _ = served
+def test_missing_file_on_a_server_is_a_clear_error(serve, hub_dir):
+    base, _ = serve({})
     with pytest.raises(ConnectionError, match='404'):
-        load_through_init_cfg(f'{base}/not_there.pth')
-
-
-def test_url_without_file_name_is_rejected(hub_dir):
-    with pytest.raises(ValueError, match='does not end in a file name'):
-        load_through_init_cfg('http://127.0.0.1:9/')
+        load_through_init_cfg(share(base, 'not_there'))
+    assert cached(hub_dir) == []

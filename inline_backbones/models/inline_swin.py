@@ -136,7 +136,8 @@ class InLineSwinTransformer(BaseModule):
     def init_weights(self):
         """Truncated-normal init from scratch, or a strict load of ``init_cfg`` type ``Pretrained``."""
         if self.init_cfg is not None and self.init_cfg.get('type') == 'Pretrained':
-            load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix'))
+            load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix'),
+                            sha256=self.init_cfg.get('sha256'))
             self._is_init = True
             return
         if self.init_cfg is not None:
