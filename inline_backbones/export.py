@@ -6,8 +6,8 @@ Two exporters of torch (``torch.onnx.export``), both at opset :data:`OPSET`:
   ONNX. With ``dynamic=(min_hw, max_hw)`` the input's height and width are symbolic multiples of
   :data:`STRIDE` (``torch.export.Dim`` times 32) within that range. The models decide some things from the
   feature map sizes (Swin's shifted windows only on maps larger than the window; InLine windows clipped to
-  small maps): ``torch.export`` refuses a range over which such a decision changes, naming the dimension
-  and a range that works, so the file never computes another function at another size.
+  small maps): ``torch.export`` keeps the choice made at the example's size, so :func:`export_onnx` checks
+  the file against eager at the range's corners and refuses a range over which a choice changes.
 * ``'torchscript'`` (``dynamo=False``, the path of older deployment tools): ``torch.jit.trace`` at the
   example's size, then translation. Fixed size only: :func:`export_onnx` refuses ``dynamic`` with it (torch
   itself refuses InLine's dynamic depthwise convolution with dynamic axes).
@@ -15,6 +15,8 @@ Two exporters of torch (``torch.onnx.export``), both at opset :data:`OPSET`:
 Padding-aware backbones refuse export (their masks depend on each image's size, a data-dependent shape).
 The outputs of a file are compared with eager PyTorch by :func:`relative_errors`.
 """
+import os
+
 import numpy as np
 import torch
 from torch import nn
@@ -63,6 +65,31 @@ def export_onnx(model, x, path, exporter='dynamo', dynamic=None):
         return
     torch.onnx.export(model, (x,), path, dynamo=True, opset_version=OPSET, input_names=['input'],
                       dynamic_shapes=None if dynamic is None else size_dims(*dynamic), external_data=False)
+    if dynamic is not None:
+        check_range_corners(model, x, path, dynamic)
+
+
+def check_range_corners(model, x, path, dynamic, tolerance=1e-4):
+    """Delete the file and raise ValueError unless it gives eager's numbers at both corners of the range.
+
+    ``torch.export`` silently keeps the branch taken at the example's size when a choice made from a
+    feature map's size (Swin's window shift, on maps larger than the window) differs elsewhere in the
+    range. Every such choice of these models is a threshold on a stage's map sides, which grow with H and
+    W, so a choice is the same over the whole range if and only if it is the same at the smallest and the
+    largest size; a different choice changes the outputs by far more than ``tolerance`` (rounding: ~1e-6).
+    """
+    session = onnxruntime_session(path)
+    for hw in dynamic:
+        corner = torch.randn(*x.shape[:2], *hw)
+        with torch.no_grad():
+            error = max(relative_errors(run_onnx(session, corner), flat_outputs(model(corner))))
+        if error > tolerance:
+            del session
+            os.remove(path)
+            raise ValueError(
+                f'the dynamic range {dynamic[0]} .. {dynamic[1]} crosses a choice the model makes from its feature '
+                f'map sizes (e.g. shifted windows only on maps larger than the window): the export disagrees with '
+                f'eager at {hw[0]}x{hw[1]} (relative error {error:.1e}); export a narrower range (file deleted)')
 
 
 def onnxruntime_session(path, threads=None):

@@ -2,11 +2,12 @@
 onnxruntime against eager PyTorch.
 
     python tools/export_onnx.py MODEL [--checkpoint FILE] [--shape H W] [--exporter dynamo|torchscript]
-        [--dynamic MIN_H MIN_W MAX_H MAX_W] [--out FILE] [--cfg-options KEY=VALUE ...] [--repeats 5]
+        [--dynamic MIN_H MIN_W MAX_H MAX_W] [--out FILE] [--cfg-options KEY=VALUE ...] [--backbone-only]
+        [--repeats 5]
 
 ``MODEL`` is an mmdet/mmseg config of this repo (exported: ``extract_feat``, the backbone and neck, whose
-outputs are the neck's maps; ``--checkpoint`` a whole-model checkpoint; the backbone's pretrained
-``init_cfg`` is not loaded) or a timm model name such as ``inline_swin_tiny`` (exported: the logits;
+outputs are the neck's maps, or with ``--backbone-only`` the backbone's stage maps; ``--checkpoint`` a
+whole-model checkpoint; the backbone's pretrained ``init_cfg`` is not loaded) or a timm model name such as ``inline_swin_tiny`` (exported: the logits;
 ``--checkpoint`` a released or timm-format file). Random weights without ``--checkpoint``.
 
 ``--exporter dynamo`` (torch's default exporter) or ``torchscript`` (fixed size only); ``--dynamic``
@@ -30,7 +31,7 @@ from inline_backbones.export import EXPORTERS, OPSET, ExtractFeat, export_onnx, 
     relative_errors, run_onnx
 
 
-def build_model(name, checkpoint=None, cfg_options=None):
+def build_model(name, checkpoint=None, cfg_options=None, backbone_only=False):
     """(eval-mode module, description) for a config path or a timm model name."""
     if name.endswith('.py'):
         from _task_tools import task_of
@@ -53,9 +54,11 @@ def build_model(name, checkpoint=None, cfg_options=None):
         model = MODELS.build(cfg.model)
         if checkpoint:
             load_checkpoint(model, checkpoint, map_location='cpu', strict=True)
+        if backbone_only:
+            return model.backbone.eval(), f'{osp.basename(name)} backbone'
         return ExtractFeat(model).eval(), f'{osp.basename(name)} extract_feat (backbone + neck)'
-    if cfg_options:
-        raise SystemExit('--cfg-options applies to configs, not to timm models')
+    if cfg_options or backbone_only:
+        raise SystemExit('--cfg-options and --backbone-only apply to configs, not to timm models')
     import timm
 
     import inline_backbones  # noqa: F401  (registers the inline_swin_* models with timm)
@@ -86,6 +89,7 @@ def main(argv=None):
                         help='symbolic H and W (multiples of 32) within this range (dynamo only)')
     parser.add_argument('--out', help='ONNX file (default: <model name>_<exporter>.onnx)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction, help='config overrides, key=value')
+    parser.add_argument('--backbone-only', action='store_true', help="configs: the backbone, without the neck")
     parser.add_argument('--repeats', type=int, default=5, help='timed forwards of each (0: no timing)')
     parser.add_argument('--tolerance', type=float, default=1e-5, help='largest relative error accepted')
     args = parser.parse_args(argv)
@@ -98,7 +102,7 @@ def main(argv=None):
             parser.error('--dynamic needs --exporter dynamo (the TorchScript exporter exports one fixed size)')
     out = args.out or f'{osp.splitext(osp.basename(args.model))[0]}_{args.exporter}.onnx'
 
-    model, what = build_model(args.model, args.checkpoint, args.cfg_options)
+    model, what = build_model(args.model, args.checkpoint, args.cfg_options, args.backbone_only)
     torch.manual_seed(0)
     x = torch.randn(1, 3, *args.shape)
     size = 'H, W dynamic within {}x{} .. {}x{}'.format(*dynamic[0], *dynamic[1]) if dynamic else 'fixed size'
