@@ -56,6 +56,10 @@ def export_onnx(model, x, path, exporter='dynamo', dynamic=None):
         raise ValueError(f'exporter must be one of {EXPORTERS}, got {exporter!r}')
     if model.training:
         raise ValueError('export a model in eval mode (model.eval()): training mode has dropout and drop path')
+    if dynamic is not None and any(getattr(m, 'inline_window_size', None) for m in model.modules()):
+        raise NotImplementedError(
+            'InLine attention in windows (inline_window_size) exports at a fixed size only: with dynamic sizes '
+            'the window count is symbolic, and ONNX convolutions need a constant group count')
     if exporter == 'torchscript':
         if dynamic is not None:
             raise ValueError("the TorchScript exporter exports one fixed size here (it traces at the example's "

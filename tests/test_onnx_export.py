@@ -162,3 +162,27 @@ def test_torchscript_exporter_refuses_dynamic_sizes(onnx_stack, tmp_path):
     with pytest.raises(Exception, match='kernel of unknown shape'):     # torch's own refusal, direct call
         torch.onnx.export(model, (x,), tmp_path / 'model.onnx', dynamo=False,
                           input_names=['x'], dynamic_axes={'x': {2: 'height', 3: 'width'}})
+
+
+@pytest.mark.slow
+def test_export_tool_end_to_end(onnx_stack, tmp_path):
+    """tools/export_onnx.py on the small Mask R-CNN config: refuses its padding-aware backbone, then exports
+    backbone + neck with dynamic sizes and prints the errors at both sizes and both latencies."""
+    import re
+    import subprocess
+    import sys
+
+    config = osp.join(ROOT, 'mmdet_configs', 'mask-rcnn_inline-swin-mini_fpn_shapes.py')
+    command = [sys.executable, osp.join(ROOT, 'tools', 'export_onnx.py'), config, '--shape', '64', '96',
+               '--dynamic', '64', '96', '96', '128', '--repeats', '1', '--out', str(tmp_path / 'det.onnx')]
+    env = {**os.environ, 'PYTHONWARNINGS': 'ignore'}
+    refused = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    assert refused.returncode != 0 and 'padding-aware mode' in refused.stderr, refused.stderr[-2000:]
+    done = subprocess.run(command + ['--cfg-options', 'model.backbone.padding_aware=False'], capture_output=True,
+                          text=True, timeout=600, env=env)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    errors = re.findall(r'(\d+)x(\d+): max relative error ([\d.e+-]+) over 5 outputs', done.stdout)
+    assert [hw for *hw, _ in errors] == [['64', '96'], ['96', '128']], done.stdout
+    assert all(float(e) < TOL for *_, e in errors), done.stdout
+    assert re.search(r'onnxruntime [\d.]+ ms, eager [\d.]+ ms', done.stdout), done.stdout
+    assert (tmp_path / 'det.onnx').is_file()

@@ -14,7 +14,6 @@ from timm.layers import Mlp
 from torch import nn
 
 from .fused_linear import linear
-from .graph_mode import exporting
 from .image_regions import fills_map, region_mask
 from .inline_attention import InLineAttention
 from .linear_attention import LinearAttention
@@ -109,10 +108,6 @@ class InLineSwinBlock(nn.Module):
                     'InLine attention in windows (inline_window_size) cannot be exported by the TorchScript ONNX '
                     'exporter (dynamo=False): the window count is not a constant in its graph, so the dynamic '
                     'depthwise convolution has no known kernel shape. Use the default exporter (dynamo=True)')
-            if exporting() and not isinstance(hw_shape[0] * hw_shape[1], int):
-                raise NotImplementedError(
-                    'InLine attention in windows (inline_window_size) exports at a fixed size only: with dynamic '
-                    'sizes the window count is symbolic, and ONNX convolutions need a constant group count')
             plan = region.inline_plan
             attn = from_windows(self.attn(to_windows(self.norm1(x), plan), plan.window_hw, plan.mask), plan,
                                 x.shape[0])
