@@ -127,8 +127,8 @@ def test_mask_rcnn_config_features_export(exporter, onnx_stack, tmp_path):
     register_all_modules(init_default_scope=False)
     init_default_scope('mmdet')
     cfg = Config.fromfile(osp.join(ROOT, 'mmdet_configs', 'mask-rcnn_inline-swin-t_fpn_ms-crop-1x_coco.py'))
-    cfg.model.backbone.update(arch=dict(embed_dims=16, depths=[1, 1, 2, 1], num_heads=[1, 2, 4, 8]),
-                              init_cfg=None, padding_aware=False)
+    arch = dict(embed_dims=16, depths=[1, 1, 2, 1], num_heads=[1, 2, 4, 8], attn_type='IIIS')
+    cfg.model.backbone.update(arch=arch, init_cfg=None, padding_aware=False)
     cfg.model.neck.update(in_channels=[16, 32, 64, 128], out_channels=16)
     torch.manual_seed(0)
     model = ExtractFeat(MODELS.build(cfg.model)).eval()
