@@ -76,6 +76,7 @@ def test_graph_mode_predicates():
     assert compiled(torch.zeros(1)).item() == 3                     # captured, and free to branch on sizes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('mixer', MIXERS)
 def test_trace_and_torchscript_export_equal_eager(mixer, onnx_stack, tmp_path):
     """The TorchScript exporter once dropped InLine's in-place accumulation (errors of 3e-2 to 5e-2).
@@ -92,6 +93,7 @@ def test_trace_and_torchscript_export_equal_eager(mixer, onnx_stack, tmp_path):
     assert max(onnx_errors(model, tmp_path / 'model.onnx', [SIZE])[0]) < TOL
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('mixer', MIXERS)
 def test_dynamo_export_with_dynamic_size_equals_eager(mixer, onnx_stack, tmp_path):
     """InLine in windows exports at a fixed size only, and says so."""
@@ -105,7 +107,7 @@ def test_dynamo_export_with_dynamic_size_equals_eager(mixer, onnx_stack, tmp_pat
     assert max(max(e) for e in errors) < TOL, errors
 
 
-@pytest.mark.parametrize('exporter', ['dynamo', 'torchscript'])
+@pytest.mark.parametrize('exporter', [pytest.param('dynamo', marks=pytest.mark.slow), 'torchscript'])
 def test_timm_classifier_exports(exporter, onnx_stack, tmp_path):
     torch.manual_seed(0)
     model = timm.create_model('inline_swin_tiny', embed_dims=16, depths=(1, 1, 2, 1), num_heads=(1, 2, 4, 8),
@@ -116,7 +118,7 @@ def test_timm_classifier_exports(exporter, onnx_stack, tmp_path):
     assert max(max(e) for e in errors) < TOL, errors
 
 
-@pytest.mark.parametrize('exporter', ['dynamo', 'torchscript'])
+@pytest.mark.parametrize('exporter', [pytest.param('dynamo', marks=pytest.mark.slow), 'torchscript'])
 def test_mask_rcnn_config_features_export(exporter, onnx_stack, tmp_path):
     """``extract_feat`` (backbone + FPN) of the Mask R-CNN InLine-Swin-T config on a small trunk."""
     from mmengine.config import Config
@@ -146,6 +148,7 @@ def test_padding_aware_export_is_refused(exporter, onnx_stack, tmp_path):
     assert not (tmp_path / 'model.onnx').exists()
 
 
+@pytest.mark.slow
 def test_a_range_crossing_a_window_shift_is_refused(onnx_stack, tmp_path):
     """Stage 3's two softmax blocks shift only on maps larger than the window (3): at heights of 128 and
     more (maps of 4 rows), so a range from 64 to 256 would need two graphs."""
