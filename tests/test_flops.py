@@ -20,8 +20,8 @@ def test_inline_attention_flops_match_hand_count(hw, C, h):
     }
     assert analyzer.total() == 2 * sum(per_image.values())
     ops = analyzer.by_operator()
-    assert ops['baddbmm'] == 2 * per_image['k^T v (per head d x d)']
-    assert ops['baddbmm_'] == 2 * per_image['q M (per head)']
+    # traced, the accumulation of q M is out of place (graph_mode.py), so both are aten::baddbmm
+    assert ops['baddbmm'] == 2 * (per_image['k^T v (per head d x d)'] + per_image['q M (per head)'])
     assert ops['conv'] == 2 * (per_image['dynamic depthwise 3x3'] + per_image['kernel generator (grouped 1x1 convs)'])
 
 

@@ -103,6 +103,11 @@ class InLineSwinBlock(nn.Module):
 
     def _forward(self, x, hw_shape, shift_mask, region):
         if self.attn_type == 'inline' and region.inline_plan is not None:
+            if torch.jit.is_tracing() and torch.onnx.is_in_onnx_export():
+                raise NotImplementedError(
+                    'InLine attention in windows (inline_window_size) cannot be exported by the TorchScript ONNX '
+                    'exporter (dynamo=False): the window count is not a constant in its graph, so the dynamic '
+                    'depthwise convolution has no known kernel shape. Use the default exporter (dynamo=True)')
             plan = region.inline_plan
             attn = from_windows(self.attn(to_windows(self.norm1(x), plan), plan.window_hw, plan.mask), plan,
                                 x.shape[0])

@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .fused_linear import linear
+from .graph_mode import exporting_or_tracing, may_branch_on_size
 
 KERNEL_FUNCTIONS = {
     'identity': lambda x: x,
@@ -143,7 +144,7 @@ class InLineAttention(nn.Module):
             with torch.autocast(x.device.type, enabled=False):
                 m = torch.baddbmm(mean_term, k_t, v_h)
 
-        if self.kernel_func == 'identity' and N > C and not torch.jit.is_tracing():
+        if self.kernel_func == 'identity' and may_branch_on_size() and N > C:
             out = self._folded_output(x, x_mean, v, m, v_mean, w_q, b_q, hw_shape)
         else:
             out = self._output(self.phi(linear(x, w_q, b_q)), x_mean, v, m, v_mean, hw_shape)
@@ -159,9 +160,10 @@ class InLineAttention(nn.Module):
             out = torch.baddbmm(v_mean.reshape(B * h, 1, d).to(q_h.dtype), q_h, m)
             return linear(out.view(B, h, N, d).transpose(1, 2).reshape(B, N, C), self.proj.weight, self.proj.bias)
         out = self._local_residual(x_mean, v, v_mean, hw_shape).permute(0, 2, 3, 1).reshape(N, B * h, d)  # view
-        # + q M per (image, head), accumulated in place (inductor cannot replay an in-place update
-        # through this transposed view of the conv output, so compiled graphs take the out-of-place form).
-        if torch.compiler.is_compiling():
+        # + q M per (image, head), accumulated in place; captured graphs take the out-of-place form (inductor
+        # cannot replay an in-place update through this transposed view of the conv output, and the
+        # TorchScript ONNX exporter drops it: see graph_mode.py).
+        if exporting_or_tracing():
             out = torch.baddbmm(out.transpose(0, 1), q_h, m).transpose(0, 1)
         else:
             out.transpose(0, 1).baddbmm_(q_h, m)
@@ -173,7 +175,8 @@ class InLineAttention(nn.Module):
         q P = x (W_q^T P) + b_q Mb W_p^T: q is never formed, and b_q Mb joins the conv's bias.
         W_q^T P costs C^3 MACs and saves a pass over q (N x C), so it is taken when N > C. It adds
         FLOPs when C^3 > N C d (at 224, stage 3), so FLOP counting (jit tracing) takes :meth:`_output`,
-        the arithmetic the paper counts (4.5G for InLine-Swin-T at 224)."""
+        the arithmetic the paper counts (4.5G for InLine-Swin-T at 224), and so does export, whose graph
+        serves every size (see :func:`~.graph_mode.may_branch_on_size`)."""
         B, N, C = x.shape
         h, d = self.num_heads, self.head_dims
         m = m.view(B, h, d, d)
@@ -188,9 +191,9 @@ class InLineAttention(nn.Module):
                          self.proj.bias)                                          # (B, N, C)
         else:                                                                     # proj(q M + mean(v))
             out = linear(bias, self.proj.weight, self.proj.bias).unsqueeze(1).expand(B, N, C).contiguous()
-        # + x P per image, accumulated in place (out of place in compiled graphs).
+        # + x P per image, accumulated in place (out of place in captured graphs, see graph_mode.py).
         x, p = x.to(out.dtype), p.to(out.dtype)
-        if torch.compiler.is_compiling():
+        if exporting_or_tracing():
             return torch.baddbmm(out, x, p)
         return out.baddbmm_(x, p)
 

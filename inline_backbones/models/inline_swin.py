@@ -10,6 +10,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from ..checkpoint import load_pretrained
 from ..registry import MODELS
 from .blocks import InLineSwinStage, PatchEmbed
+from .graph_mode import exporting
 from .image_regions import downsample_shapes, fills_map, image_shapes_of, region_mask
 from .layout import parse_attn_layout
 
@@ -186,13 +187,18 @@ class InLineSwinTransformer(BaseModule):
         zero in every channel); see :mod:`inline_backbones.models.image_regions` for what inference
         relies on. Pixels and tokens outside each region are then excluded from everything the region's
         tokens see, and the outputs are zero outside each image's region (at every stage, the region
-        is ``ceil(shape / stride)``). Without the mode, ``image_shapes`` must be None.
+        is ``ceil(shape / stride)``). Without the mode, ``image_shapes`` must be None. Export (``torch.export``,
+        either ONNX exporter) of the mode raises NotImplementedError.
         """
         H, W = x.shape[-2:]
         if min(H, W) < self.min_input_size:
             raise ValueError(f'input of {H}x{W} pixels is too small for {type(self).__name__}: each side '
                              f'must be at least {self.min_input_size} (the stride of the last stage)')
         shapes = None
+        if self.padding_aware and exporting():
+            raise NotImplementedError(
+                'padding-aware mode (padding_aware=True) is not supported for export: its masks and windows '
+                "depend on each image's own size, a data-dependent shape; export with padding_aware=False")
         if self.padding_aware:
             shapes = image_shapes_of(x, image_shapes)
             if not fills_map(shapes, (H, W)):

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .fused_linear import linear
+from .graph_mode import exporting, may_branch_on_size
 from .window_plans import from_windows, to_windows
 
 MASK_VALUE = -100.0
@@ -94,7 +95,7 @@ class WindowAttention(nn.Module):
         ws, h = self.window_size, self.num_heads
         x = x.view(B, H, W, C)
         pad_b, pad_r = (-H) % ws, (-W) % ws
-        if pad_b or pad_r:
+        if not may_branch_on_size() or pad_b or pad_r:                         # export: pad by 0 or more
             x = F.pad(x, (0, 0, 0, pad_r, 0, pad_b))
         Hp, Wp = H + pad_b, W + pad_r
         if shift_size:
@@ -103,13 +104,22 @@ class WindowAttention(nn.Module):
         windows = window_partition(x, ws)                                          # (B, nW, L, C)
         nW, L = windows.shape[1:3]
         qkv = linear(windows, self.qkv.weight, self.qkv.bias)                      # bias in the GEMM
-        q, k, v = qkv.view(B, nW, L, 3, h, C // h).permute(3, 0, 1, 4, 2, 5).unbind(0)
+        # Windows folded into the batch: 4-D q, k, v (B*nW, h, L, d), which CPU SDPA runs with its fused
+        # kernel (5-D takes the unfused path, 4-7x slower) and the ONNX exporter translates.
+        q, k, v = qkv.view(B * nW, L, 3, h, C // h).permute(2, 0, 3, 1, 4).unbind(0)
         bias = self.relative_position_bias_table[self.relative_position_index.view(-1)]
         bias = bias.view(L, L, h).permute(2, 0, 1)                                 # (h, L, L)
-        bias = bias + mask.unsqueeze(1) if shift_size else bias.unsqueeze(0)      # (nW|1, h, L, L)
+        if shift_size:                                                             # (B*nW, h, L, L)
+            bias = (bias + mask.unsqueeze(1)).repeat(B, 1, 1, 1)
+        else:                                                                      # (1, h, L, L)
+            bias = bias.unsqueeze(0)
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=bias.to(q.dtype), dropout_p=self.attn_drop_rate if self.training else 0.)
-        out = linear(out.transpose(2, 3).reshape(B, nW, L, C), self.proj.weight, self.proj.bias)
+        if exporting():
+            # SDPA's output memory layout differs between the CPU kernel and the ONNX exporter's
+            # decompositions, which then fail to replay the reshape below: fix it with a copy.
+            out = out.clone(memory_format=torch.contiguous_format)
+        out = linear(out.transpose(1, 2).reshape(B, nW, L, C), self.proj.weight, self.proj.bias)
         out = self.proj_drop(out)
 
         x = window_reverse(out, (Hp, Wp), ws)
@@ -122,7 +132,7 @@ class WindowAttention(nn.Module):
         windows = to_windows(x, plan)                                              # (B*nW, L, C)
         L, h = windows.shape[1], self.num_heads
         qkv = linear(windows, self.qkv.weight, self.qkv.bias)                      # bias in the GEMM
-        q, k, v = qkv.view(1, -1, L, 3, h, C // h).permute(3, 0, 1, 4, 2, 5).unbind(0)
+        q, k, v = qkv.view(-1, L, 3, h, C // h).permute(2, 0, 3, 1, 4).unbind(0)   # (B*nW, h, L, d)
         bias = self.relative_position_bias_table[self.relative_position_index.view(-1)]
         bias = bias.view(L, L, h).permute(2, 0, 1)                                 # (h, L, L)
         if plan.mask is not None:
@@ -130,7 +140,7 @@ class WindowAttention(nn.Module):
             bias = bias + (~plan.mask).transpose(1, 2).unsqueeze(1).float() * outside  # (B*nW, h, L, L)
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=bias.to(q.dtype), dropout_p=self.attn_drop_rate if self.training else 0.)
-        out = self.proj_drop(linear(out.transpose(2, 3).reshape(-1, L, C), self.proj.weight, self.proj.bias))
+        out = self.proj_drop(linear(out.transpose(1, 2).reshape(-1, L, C), self.proj.weight, self.proj.bias))
         return from_windows(out, plan, B)
 
     def extra_repr(self):

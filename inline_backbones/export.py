@@ -1,0 +1,130 @@
+"""ONNX export of the backbones, classifiers and detector/segmentor feature extractors, checked in onnxruntime.
+
+Two exporters of torch (``torch.onnx.export``), both at opset :data:`OPSET`:
+
+* ``'dynamo'`` (torch's default, ``dynamo=True``): ``torch.export`` of the model, then translation to
+  ONNX. With ``dynamic=(min_hw, max_hw)`` the input's height and width are symbolic multiples of
+  :data:`STRIDE` (``torch.export.Dim`` times 32) within that range. The models decide some things from the
+  feature map sizes (Swin's shifted windows only on maps larger than the window; InLine windows clipped to
+  small maps): ``torch.export`` keeps the choice made at the example's size, so :func:`export_onnx` checks
+  the file against eager at the range's corners and refuses a range over which a choice changes.
+* ``'torchscript'`` (``dynamo=False``, the path of older deployment tools): ``torch.jit.trace`` at the
+  example's size, then translation. Fixed size only: :func:`export_onnx` refuses ``dynamic`` with it (torch
+  itself refuses InLine's dynamic depthwise convolution with dynamic axes).
+
+Padding-aware backbones refuse export (their masks depend on each image's size, a data-dependent shape).
+The outputs of a file are compared with eager PyTorch by :func:`relative_errors`.
+"""
+import os
+
+import numpy as np
+import torch
+from torch import nn
+
+OPSET = 20     # torch 2.14's default for both exporters
+STRIDE = 32    # the backbones' largest stride: dynamic heights and widths are multiples of it
+EXPORTERS = ('dynamo', 'torchscript')
+
+
+class ExtractFeat(nn.Module):
+    """An mmdet detector's or mmseg segmentor's ``extract_feat`` (backbone and neck) as a module."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model.extract_feat(x)
+
+
+def size_dims(min_hw, max_hw):
+    """``dynamic_shapes`` for one (B, C, H, W) input: H = 32 h and W = 32 w, each within [min, max] (pixels,
+    multiples of :data:`STRIDE`)."""
+    dims = []
+    for axis, lo, hi in zip('hw', min_hw, max_hw):
+        if lo % STRIDE or hi % STRIDE or not STRIDE <= lo <= hi:
+            raise ValueError(f'dynamic {"height" if axis == "h" else "width"} range [{lo}, {hi}] must be multiples '
+                             f'of {STRIDE}, at least {STRIDE}')
+        dims.append(STRIDE * torch.export.Dim(axis, min=lo // STRIDE, max=hi // STRIDE))
+    return ({2: dims[0], 3: dims[1]},)
+
+
+def export_onnx(model, x, path, exporter='dynamo', dynamic=None):
+    """Write ``model`` (eval mode) on the example input ``x`` to the ONNX file ``path`` through
+    ``exporter``; ``dynamic=((min_h, min_w), (max_h, max_w))`` makes H and W symbolic (dynamo only)."""
+    if exporter not in EXPORTERS:
+        raise ValueError(f'exporter must be one of {EXPORTERS}, got {exporter!r}')
+    if model.training:
+        raise ValueError('export a model in eval mode (model.eval()): training mode has dropout and drop path')
+    if dynamic is not None and any(getattr(m, 'inline_window_size', None) for m in model.modules()):
+        raise NotImplementedError(
+            'InLine attention in windows (inline_window_size) exports at a fixed size only: with dynamic sizes '
+            'the window count is symbolic, and ONNX convolutions need a constant group count')
+    if exporter == 'torchscript':
+        if dynamic is not None:
+            raise ValueError("the TorchScript exporter exports one fixed size here (it traces at the example's "
+                             "size and cannot export InLine's dynamic depthwise convolution with dynamic axes): "
+                             "use exporter='dynamo' for dynamic sizes")
+        torch.onnx.export(model, (x,), path, dynamo=False, opset_version=OPSET, input_names=['input'])
+        return
+    torch.onnx.export(model, (x,), path, dynamo=True, opset_version=OPSET, input_names=['input'],
+                      dynamic_shapes=None if dynamic is None else size_dims(*dynamic), external_data=False)
+    if dynamic is not None:
+        check_range_corners(model, x, path, dynamic)
+
+
+def check_range_corners(model, x, path, dynamic, tolerance=1e-4):
+    """Delete the file and raise ValueError unless it gives eager's numbers at both corners of the range.
+
+    ``torch.export`` silently keeps the branch taken at the example's size when a choice made from a
+    feature map's size (Swin's window shift, on maps larger than the window) differs elsewhere in the
+    range. Every such choice of these models is a threshold on a stage's map sides, which grow with H and
+    W, so a choice is the same over the whole range if and only if it is the same at the smallest and the
+    largest size; a different choice changes the outputs by far more than ``tolerance`` (rounding: ~1e-6).
+    """
+    session = onnxruntime_session(path)
+    for hw in dynamic:
+        corner = torch.randn(*x.shape[:2], *hw)
+        with torch.no_grad():
+            error = max(relative_errors(run_onnx(session, corner), flat_outputs(model(corner))))
+        if error > tolerance:
+            del session
+            os.remove(path)
+            raise ValueError(
+                f'the dynamic range {dynamic[0]} .. {dynamic[1]} crosses a choice the model makes from its feature '
+                f'map sizes (e.g. shifted windows only on maps larger than the window): the export disagrees with '
+                f'eager at {hw[0]}x{hw[1]} (relative error {error:.1e}); export a narrower range (file deleted)')
+
+
+def onnxruntime_session(path, threads=None):
+    """An onnxruntime CPU session of the file (``threads``: intra-op threads, default onnxruntime's)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+    return ort.InferenceSession(str(path), options, providers=['CPUExecutionProvider'])
+
+
+def run_onnx(session, x):
+    """The file's outputs on ``x`` as numpy arrays."""
+    return session.run(None, {session.get_inputs()[0].name: x.numpy()})
+
+
+def flat_outputs(outputs):
+    """A model's output (tensor, or nested tuples/lists of tensors) as a flat list of numpy arrays."""
+    if isinstance(outputs, torch.Tensor):
+        return [outputs.detach().numpy()]
+    return [array for item in outputs for array in flat_outputs(item)]
+
+
+def relative_errors(outputs, references):
+    """Per output: ``max |output - reference| / max |reference|``; raise if the counts or shapes differ."""
+    if len(outputs) != len(references):
+        raise ValueError(f'{len(outputs)} outputs against {len(references)} references')
+    errors = []
+    for out, ref in zip(outputs, references):
+        if out.shape != ref.shape:
+            raise ValueError(f'output of shape {out.shape} against a reference of shape {ref.shape}')
+        errors.append(float(np.abs(out - ref).max() / np.abs(ref).max()))
+    return errors

@@ -1,0 +1,37 @@
+"""Whether a forward runs eagerly or is being captured as a graph, for the layers that have a fast eager form.
+
+Eager CPU inference takes forms that a captured graph must not: in-place accumulation into a view of
+another op's output (``out.transpose(0, 1).baddbmm_(q, m)``) and branches on the input size. Graph
+captures of three kinds see them differently:
+
+* ``torch.jit.trace`` (also inside the TorchScript ONNX exporter, ``torch.onnx.export(..., dynamo=False)``,
+  and in mmengine's FLOP analysis, which traces): the TorchScript ONNX exporter loses an in-place update
+  made through a view (its file runs and is silently wrong), so traces take the out-of-place form.
+* ``torch.compile``: inductor cannot replay that in-place update either; it re-specialises on input
+  sizes, so branches on sizes are fine there.
+* ``torch.export`` (also inside the default ONNX exporter, ``torch.onnx.export(..., dynamo=True)``): one
+  graph for every size allowed by ``dynamic_shapes``, so a branch on a symbolic size becomes a guard
+  that narrows (or, if the range crosses it, refuses) the export.
+"""
+import torch
+
+
+def exporting_or_tracing() -> bool:
+    """True while a graph is captured by any of the above (jit trace, torch.compile, torch.export, either
+    ONNX exporter): take the out-of-place forms, which compute the same function as the eager in-place
+    ones (same ops, same order, so the same rounding). False in eager mode (and under ``torch.jit.script``,
+    which this package does not support)."""
+    return torch.jit.is_tracing() or torch.compiler.is_compiling() or torch.onnx.is_in_onnx_export()
+
+
+def exporting() -> bool:
+    """True under ``torch.export`` and either ONNX exporter: the graph must serve every input size that
+    ``dynamic_shapes`` allows (the TorchScript exporter: the traced size)."""
+    return torch.compiler.is_exporting() or torch.onnx.is_in_onnx_export()
+
+
+def may_branch_on_size() -> bool:
+    """True when a layer may pick between two forms of the same function by the input size (eager mode and
+    ``torch.compile``). False under jit tracing, whose FLOP counts must be those of the paper's order of
+    operations whatever the size, and under :func:`exporting`."""
+    return not (torch.jit.is_tracing() or exporting())

@@ -1,0 +1,135 @@
+"""Export a detector's/segmentor's backbone and neck, or a timm classifier, to ONNX and check the file in
+onnxruntime against eager PyTorch.
+
+    python tools/export_onnx.py MODEL [--checkpoint FILE] [--shape H W] [--exporter dynamo|torchscript]
+        [--dynamic MIN_H MIN_W MAX_H MAX_W] [--out FILE] [--cfg-options KEY=VALUE ...] [--backbone-only]
+        [--repeats 5]
+
+``MODEL`` is an mmdet/mmseg config of this repo (exported: ``extract_feat``, the backbone and neck, whose
+outputs are the neck's maps, or with ``--backbone-only`` the backbone's stage maps; ``--checkpoint`` a
+whole-model checkpoint; the backbone's pretrained ``init_cfg`` is not loaded) or a timm model name such
+as ``inline_swin_tiny`` (exported: the logits; ``--checkpoint`` a released or timm-format file). Random weights without ``--checkpoint``.
+
+``--exporter dynamo`` (torch's default exporter) or ``torchscript`` (fixed size only); ``--dynamic``
+(dynamo only) makes H and W symbolic multiples of 32 within the range, and the file is checked at both
+``--shape`` and the range's largest size. Exporter and opset: see ``inline_backbones/export.py`` and
+``docs/deployment.md``. Prints, per size, the largest relative error over the outputs
+(``max |onnxruntime - eager| / max |eager|``), then the median latency at ``--shape`` of onnxruntime and
+eager PyTorch (fp32, batch 1, timed interleaved after one warm-up; both on torch's thread count).
+Exits with status 1 if an error exceeds ``--tolerance``.
+"""
+import argparse
+import os.path as osp
+import statistics
+import sys
+import time
+
+import torch
+from mmengine.config import Config, DictAction
+
+from inline_backbones.export import EXPORTERS, OPSET, ExtractFeat, export_onnx, flat_outputs, onnxruntime_session, \
+    relative_errors, run_onnx
+
+
+def build_model(name, checkpoint=None, cfg_options=None, backbone_only=False):
+    """(eval-mode module, description) for a config path or a timm model name."""
+    if name.endswith('.py'):
+        from _task_tools import task_of
+        from mmengine.registry import init_default_scope
+        from mmengine.runner import load_checkpoint
+
+        cfg = Config.fromfile(name)
+        if cfg_options:
+            cfg.merge_from_dict(cfg_options)
+        task = task_of(cfg)
+        if task == 'mmdet':
+            from mmdet.registry import MODELS
+            from mmdet.utils import register_all_modules
+        else:
+            from mmseg.registry import MODELS
+            from mmseg.utils import register_all_modules
+        register_all_modules(init_default_scope=False)
+        init_default_scope(task)
+        cfg.model.backbone.init_cfg = None
+        model = MODELS.build(cfg.model)
+        if checkpoint:
+            load_checkpoint(model, checkpoint, map_location='cpu', strict=True)
+        if backbone_only:
+            return model.backbone.eval(), f'{osp.basename(name)} backbone'
+        return ExtractFeat(model).eval(), f'{osp.basename(name)} extract_feat (backbone + neck)'
+    if cfg_options or backbone_only:
+        raise SystemExit('--cfg-options and --backbone-only apply to configs, not to timm models')
+    import timm
+
+    import inline_backbones  # noqa: F401  (registers the inline_swin_* models with timm)
+    kwargs = dict(pretrained=True, pretrained_cfg_overlay=dict(file=checkpoint)) if checkpoint else {}
+    return timm.create_model(name, **kwargs).eval(), f'timm {name} logits'
+
+
+def median_latencies(model, session, x, repeats):
+    """Median seconds of onnxruntime and eager forwards on ``x``, timed interleaved after one warm-up."""
+    times = {'onnxruntime': [], 'eager': []}
+    with torch.no_grad():
+        for i in range(repeats + 1):
+            for name, run in (('onnxruntime', lambda: run_onnx(session, x)), ('eager', lambda: model(x))):
+                start = time.perf_counter()
+                run()
+                if i:
+                    times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('model', help='mmdet/mmseg config file or timm model name')
+    parser.add_argument('--checkpoint')
+    parser.add_argument('--shape', type=int, nargs=2, metavar=('H', 'W'), default=(800, 1344))
+    parser.add_argument('--exporter', choices=EXPORTERS, default='dynamo')
+    parser.add_argument('--dynamic', type=int, nargs=4, metavar=('MIN_H', 'MIN_W', 'MAX_H', 'MAX_W'),
+                        help='symbolic H and W (multiples of 32) within this range (dynamo only)')
+    parser.add_argument('--out', help='ONNX file (default: <model name>_<exporter>.onnx)')
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction, help='config overrides, key=value')
+    parser.add_argument('--backbone-only', action='store_true', help="configs: the backbone, without the neck")
+    parser.add_argument('--repeats', type=int, default=5, help='timed forwards of each (0: no timing)')
+    parser.add_argument('--tolerance', type=float, default=1e-5, help='largest relative error accepted')
+    args = parser.parse_args(argv)
+    dynamic = None
+    if args.dynamic:
+        dynamic = (tuple(args.dynamic[:2]), tuple(args.dynamic[2:]))
+        if not all(lo <= s <= hi for lo, s, hi in zip(dynamic[0], args.shape, dynamic[1])):
+            parser.error(f'--shape {args.shape} lies outside the --dynamic range {dynamic}')
+        if args.exporter != 'dynamo':
+            parser.error('--dynamic needs --exporter dynamo (the TorchScript exporter exports one fixed size)')
+    out = args.out or f'{osp.splitext(osp.basename(args.model))[0]}_{args.exporter}.onnx'
+
+    model, what = build_model(args.model, args.checkpoint, args.cfg_options, args.backbone_only)
+    torch.manual_seed(0)
+    x = torch.randn(1, 3, *args.shape)
+    size = 'H, W dynamic within {}x{} .. {}x{}'.format(*dynamic[0], *dynamic[1]) if dynamic else 'fixed size'
+    print(f'exporting {what} at {args.shape[0]}x{args.shape[1]} ({size}) with the {args.exporter} exporter, '
+          f'opset {OPSET}, to {out}', flush=True)
+    start = time.perf_counter()
+    export_onnx(model, x, out, args.exporter, dynamic=dynamic)
+    print(f'exported in {time.perf_counter() - start:.1f} s', flush=True)
+
+    session = onnxruntime_session(out, threads=torch.get_num_threads())
+    worst = 0.
+    for hw in [tuple(args.shape)] + ([dynamic[1]] if dynamic and dynamic[1] != tuple(args.shape) else []):
+        inputs = x if hw == tuple(args.shape) else torch.randn(1, 3, *hw)
+        with torch.no_grad():
+            errors = relative_errors(run_onnx(session, inputs), flat_outputs(model(inputs)))
+        worst = max(worst, *errors)
+        print(f'{hw[0]}x{hw[1]}: max relative error {max(errors):.2e} over {len(errors)} outputs '
+              f'(max |onnxruntime - eager| / max |eager| per output)', flush=True)
+    if args.repeats:
+        latency = median_latencies(model, session, x, args.repeats)
+        print(f'median latency at {args.shape[0]}x{args.shape[1]} ({args.repeats} runs, '
+              f'{torch.get_num_threads()} threads): onnxruntime {latency["onnxruntime"] * 1e3:.1f} ms, '
+              f'eager {latency["eager"] * 1e3:.1f} ms', flush=True)
+    if worst > args.tolerance:
+        print(f'FAILED: relative error {worst:.2e} exceeds {args.tolerance:.0e}', file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == '__main__':
+    main()
