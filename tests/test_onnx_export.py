@@ -94,7 +94,7 @@ def test_trace_and_torchscript_export_equal_eager(mixer, onnx_stack, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('mixer', MIXERS)
+@pytest.mark.parametrize('mixer', [m for m in MIXERS if m != 'IISS'])   # IISS: no mixer IIIS + IIMS2 lack
 def test_dynamo_export_with_dynamic_size_equals_eager(mixer, onnx_stack, tmp_path):
     """InLine in windows exports at a fixed size only, and says so."""
     model, x, dynamic = mixer_backbone(mixer), torch.randn(1, 3, *SIZE), DYNAMIC

@@ -217,9 +217,10 @@ def timed(fn, x, device):
     return time.perf_counter() - start
 
 
-def gemm_runner(dtype, device):
-    """A square GEMM in ``dtype``: the FLOP/s yardstick of the models run in that dtype."""
-    n = 8192 if device.type == 'cuda' else 2048
+def gemm_runner(dtype, device, n=None):
+    """A square n x n GEMM in ``dtype`` (n = 8192 on CUDA, 2048 on CPU by default): the FLOP/s yardstick of
+    the models run in that dtype."""
+    n = n or (8192 if device.type == 'cuda' else 2048)
     a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
     return (lambda _: a @ b), 2 * n ** 3
 
@@ -300,7 +301,7 @@ def benchmark(args):
     sizes = [parse_size(s) for s in args.sizes]
     runners = {(name, mode): BenchModel(args, name, device, mode, sizes[0])
                for name in args.models for mode in args.dtype}
-    gemms = {DTYPE_NAMES[d]: gemm_runner(d, device) for d in dict.fromkeys(MODES[m][0] for m in args.dtype)}
+    gemms = {DTYPE_NAMES[d]: gemm_runner(d, device, args.gemm_size) for d in dict.fromkeys(MODES[m][0] for m in args.dtype)}
     results, last, flops = [], {}, {}
     total = len(sizes) * (args.warmup + args.repeats) * (len(runners) + len(gemms))
     with Progress(transient=True) as progress:
@@ -525,6 +526,8 @@ def main():
     parser.add_argument('--repeats', type=int, default=5)
     parser.add_argument('--max-seconds', type=float, default=60., help='skip runs predicted to take longer')
     parser.add_argument('--no-memory', dest='memory', action='store_false', help='skip peak-memory probes')
+    parser.add_argument('--gemm-size', type=int, help='side of the square GEMM yardstick (default: 8192 on CUDA, '
+                        '2048 on CPU; smaller only for quick checks: small GEMMs run below peak)')
     parser.add_argument('--window-sizes', nargs='+', type=int,
                         help="the paper's Fig. 3: time swin-t-w{w} against inline-swin-t-w{w} for each w")
     parser.add_argument('--reference', default='swin-t', help='model that the ratio column divides by')

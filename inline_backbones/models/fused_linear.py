@@ -13,14 +13,17 @@ when all of these hold (otherwise ``F.linear`` (+ ``F.gelu``) computes the same 
   False on AVX2-only CPUs, where oneDNN's bf16 inner product cannot be created) and this torch build
   has the op; a call that raises disables it for the rest of the process (logged once);
 * bf16 on CPU (pure, or CPU autocast to bf16: the inputs are cast as autocast does for ``F.linear``),
-  at least ``MIN_ROWS`` rows, nothing needs gradients, outside ``torch.compile`` (inductor plans its
-  own fusions), jit tracing (FLOP counting) and export.
+  at least ``MIN_ROWS`` rows, nothing needs gradients, and no graph is being captured
+  (:func:`~.graph_mode.exporting_or_tracing`: inductor plans its own fusions, FLOP counting traces,
+  exporters need standard ops).
 """
 import functools
 import logging
 
 import torch
 import torch.nn.functional as F
+
+from .graph_mode import exporting_or_tracing
 
 _logger = logging.getLogger(__name__)
 
@@ -49,7 +52,7 @@ def onednn_linear():
 
 def _onednn_dtype(x, weight):
     """The dtype oneDNN should run in, or None when ``F.linear`` should (see the module docstring)."""
-    if (_failed or x.device.type != 'cpu' or torch.compiler.is_compiling() or torch.jit.is_tracing()
+    if (_failed or x.device.type != 'cpu' or exporting_or_tracing()
             or (torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad))):
         return None
     dtype = torch.get_autocast_dtype('cpu') if torch.is_autocast_enabled('cpu') else x.dtype
