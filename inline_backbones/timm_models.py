@@ -22,14 +22,22 @@ it strictly: anything missing, unexpected or mis-shaped raises
 import logging
 
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+from timm.layers import register_notrace_function
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models._features import feature_take_indices
 from torch import nn
 
 from .checkpoint import RELEASED_BUFFERS, check_state_dict, extract_state_dict, load_checkpoint_file
 from .models import InLineSwinTransformer
+from .models.stages import iter_stages
 
 _logger = logging.getLogger(__name__)
+
+
+@register_notrace_function
+def to_nhwc(x, tokens):
+    """(B, N, C) tokens of the map ``tokens`` -> (B, H, W, C)."""
+    return x.view(-1, *tokens.hw_shape, x.shape[-1])
 
 
 class InLineSwinClassifier(InLineSwinTransformer):
@@ -96,29 +104,16 @@ class InLineSwinClassifier(InLineSwinTransformer):
         """Relative position bias tables are not decayed (as in Swin's and InLine's training)."""
         return {n for n, _ in self.named_parameters() if n.endswith('relative_position_bias_table')}
 
-    def _stages(self, x, stop=None):
-        """Run patch embedding and the stages up to index ``stop``; yield each stage's output tokens
-        (before patch merging) with its (H, W), then the last tokens fed onward."""
-        H, W = x.shape[-2:]
-        if min(H, W) < self.min_input_size:
-            raise ValueError(f'input of {H}x{W} pixels is too small for {type(self).__name__}: each side '
-                             f'must be at least {self.min_input_size} (the stride of the last stage)')
-        x, hw_shape = self.patch_embed(x)
-        x = self.drop_after_pos(x)
-        for stage in self.layers[:None if stop is None else stop + 1]:
-            x, hw_shape, out, out_shape = stage(x, hw_shape)
-            yield out, out_shape
-
     def forward_features(self, x):
-        """(B, C_in, H, W) -> normalised tokens of the last stage (B, N, C)."""
-        for out, _ in self._stages(x):
+        """(B, C_in, H, W) -> the last stage's normalised map, NHWC (B, H', W', C), as timm's Swin."""
+        for out, tokens in iter_stages(self, x):
             pass
-        return self.norm(out)
+        return to_nhwc(self.norm(out), tokens)
 
     def forward_head(self, x, pre_logits=False):
-        """Tokens (B, N, C) -> average over N (``global_pool='avg'``) -> ``head``."""
+        """NHWC map -> average over H', W' (``global_pool='avg'``) -> ``head``."""
         if self.global_pool == 'avg':
-            x = x.mean(dim=1)
+            x = x.mean(dim=(1, 2))
         return x if pre_logits else self.head(x)
 
     def forward(self, x):
@@ -135,14 +130,14 @@ class InLineSwinClassifier(InLineSwinTransformer):
         take_indices, max_index = feature_take_indices(len(self.layers), indices)
         last = len(self.layers) - 1
         intermediates = []
-        for i, (out, (H, W)) in enumerate(self._stages(x, max_index if intermediates_only else None)):
+        stages = iter_stages(self, x, stop=max_index if intermediates_only else None)
+        for i, (out, tokens) in enumerate(stages):
             if i in take_indices:
-                y = self.norm(out) if norm and i == last else out
-                y = y.view(-1, H, W, y.shape[-1])
+                y = to_nhwc(self.norm(out) if norm and i == last else out, tokens)
                 intermediates.append(y.permute(0, 3, 1, 2).contiguous() if output_fmt == 'NCHW' else y)
         if intermediates_only:
             return intermediates
-        return self.norm(out), intermediates
+        return to_nhwc(self.norm(out), tokens), intermediates
 
     def prune_intermediate_layers(self, indices=1, prune_norm=False, prune_head=True):
         """Drop the stages after the last of ``indices`` (and the final norm / head if asked)."""
@@ -185,7 +180,7 @@ def _cfg(**kwargs):
     """Evaluation as in the authors' (Swin's) code: resize the short side to 256 (bicubic), centre crop
     224, ImageNet mean/std; 1000 classes."""
     return {
-        'url': '', 'num_classes': 1000, 'input_size': (3, 224, 224), 'pool_size': None,
+        'url': '', 'num_classes': 1000, 'input_size': (3, 224, 224), 'pool_size': (7, 7),
         'crop_pct': 224 / 256, 'crop_mode': 'center', 'interpolation': 'bicubic', 'fixed_input_size': False,
         'mean': IMAGENET_DEFAULT_MEAN, 'std': IMAGENET_DEFAULT_STD,
         'first_conv': 'patch_embed.proj', 'classifier': 'head',

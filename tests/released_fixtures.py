@@ -67,7 +67,7 @@ def released_backbone(layout, kernel_func='identity', **kwargs):
 def stage_tokens(backbone, x):
     """The tokens out of each stage's last block (before merging and norms), as the fixtures store them."""
     captured = []
-    hooks = [stage.register_forward_hook(lambda m, i, out: captured.append(out[2])) for stage in backbone.layers]
+    hooks = [stage.register_forward_hook(lambda m, i, out: captured.append(out[0])) for stage in backbone.layers]
     try:
         with torch.no_grad():
             backbone(x)

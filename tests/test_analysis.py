@@ -6,7 +6,8 @@ from conftest import naive_inline_attention
 from inline_backbones import InLineAttention
 from inline_backbones.analysis import AnalysisSettings, analyze_layer, inline_rows, linear_rows
 from inline_backbones.analysis import statistics as st
-from inline_backbones.analysis.capture import AttentionInput, head_qkv, local_residual_output
+from inline_backbones.analysis.capture import AttentionInput
+from inline_backbones.models.token_map import TokenMap
 from inline_backbones.models.linear_attention import EPS
 
 HW = (5, 7)
@@ -68,7 +69,7 @@ def naive_locality(A, index, size):
 def test_rows_equal_naive_matrices(kernel_func):
     attn, x = setup_layer(kernel_func)
     inline_A, linear_A = naive_weights(attn, x)
-    q, k, v = head_qkv(attn, x[0])
+    q, k, v = attn.head_qkv(x[0])
     index = torch.tensor([0, 3, 17, 34])
     for head in range(attn.num_heads):
         rows = inline_rows(q[head], k[head], kernel_func)
@@ -83,19 +84,19 @@ def test_rows_equal_naive_matrices(kernel_func):
 
 def test_attention_and_residual_outputs_rebuild_the_module_output():
     attn, x = setup_layer('identity', heads=2)
-    q, k, v = head_qkv(attn, x[0])
-    local = local_residual_output(attn, x[0], v, HW)
+    q, k, v = attn.head_qkv(x[0])
+    local = attn.residual_output(x[0], v, HW)
     attn_out = torch.stack([inline_rows(q[h], k[h]).output(v[h]) for h in range(2)])
     both = (attn_out + local).transpose(0, 1).reshape(N, -1)
-    torch.testing.assert_close(attn.proj(both)[None], attn(x, HW), rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(attn.proj(both)[None], attn(x, TokenMap.of(x, HW)), rtol=1e-10, atol=1e-10)
     no_res, _ = setup_layer('identity', heads=2, local_residual=False)
-    assert local_residual_output(no_res, x[0], v, HW) is None
+    assert no_res.residual_output(x[0], v, HW) is None
 
 
 def test_negative_weights_and_locality_equal_naive():
     attn, x = setup_layer('identity')
     inline_A, linear_A = naive_weights(attn, x)
-    q, k, v = head_qkv(attn, x[0])
+    q, k, v = attn.head_qkv(x[0])
     index = torch.tensor([0, 1, 6, 8, 20, 34])               # corners, borders and inside
     rows = inline_rows(q[0], k[0])
     got, = st.row_statistics(rows, index, 4, st.NegativeWeights(v[0]))
@@ -116,7 +117,7 @@ def test_negative_weights_and_locality_equal_naive():
 def test_pairs_and_total_variation_equal_naive():
     attn, x = setup_layer('identity')
     inline_A, linear_A = naive_weights(attn, x)
-    q, k, _ = head_qkv(attn, x[0])
+    q, k, _ = attn.head_qkv(x[0])
     index = torch.tensor([2, 5, 9, 11, 30])
     pairs = st.query_pairs(q[0], index, 7, torch.Generator().manual_seed(0))
     assert pairs.shape == (5 + 7, 2) and (pairs[:, 0] != pairs[:, 1]).all()
@@ -166,13 +167,13 @@ def test_confusion_summary_equals_naive():
 def test_analyze_layer_with_every_query_sampled_equals_naive():
     attn, x = setup_layer('relu', heads=2)
     inline_A, linear_A = naive_weights(attn, x)
-    q, k, v = head_qkv(attn, x[0])
+    q, k, v = attn.head_qkv(x[0])
     settings = AnalysisSettings(num_queries=10 ** 6, num_pairs=20, seed=3, chunk=8)
     points = [0, 17]
     result, pairs, maps = analyze_layer(AttentionInput('layers.0.blocks.0.attn', attn, x[0], HW), settings, points)
     assert result['num_queries'] == N and result['num_pairs'] == N + 20 and len(pairs) == 2
     everyone = torch.arange(N)
-    local = local_residual_output(attn, x[0], v, HW)
+    local = attn.residual_output(x[0], v, HW)
     for head, stats in enumerate(result['heads']):
         assert stats['negative'] == pytest.approx(naive_negative(inline_A[head], v[head]), rel=1e-9, abs=1e-12)
         mass, uniform = naive_locality(linear_A[head], everyone, 3)

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from inline_backbones import InLineAttention, InLineSwinTransformer, WindowAttention
-from inline_backbones.models.blocks import InLineSwinStage
+from inline_backbones.models.stages import Stage
+from inline_backbones.models.token_map import TokenMap
 
 SMALL_ARCH = dict(embed_dims=32, depths=[2, 2, 2, 2], num_heads=[1, 2, 4, 8])
 
@@ -253,7 +254,7 @@ def test_bf16_autocast_at_1024_is_close_to_fp32():
 def _stage_without_shift(stage):
     unshifted = copy.deepcopy(stage)
     for block in unshifted.blocks:
-        block.shift_size = 0
+        block.attn.shift = False
     return unshifted
 
 
@@ -262,14 +263,14 @@ def _stage_without_shift(stage):
 def test_window_stage_shifts_only_when_both_sides_exceed_the_window(hw, shifts):
     """The released rule: no shift when min(H, W) <= window (7). A stage compared with a copy whose
     blocks never shift gives the same tokens exactly when the rule says no shift."""
-    stage = InLineSwinStage(32, 2, ['window', 'window'], window_size=7, downsample=False).eval()
+    stage = Stage(32, 2, [dict(type='window', window_size=7)] * 2).eval()
     assert all(isinstance(b.drop_path, torch.nn.Identity) for b in stage.blocks)   # no rates: no drop path
     with torch.no_grad():
         for p in stage.parameters():
             p.add_(0.05 * torch.randn_like(p))
         x = torch.randn(2, hw[0] * hw[1], 32)
-        out = stage(x, hw)[2]
-        unshifted = _stage_without_shift(stage)(x, hw)[2]
+        out = stage(x, TokenMap.of(x, hw))[0]
+        unshifted = _stage_without_shift(stage)(x, TokenMap.of(x, hw))[0]
     assert torch.equal(out, unshifted) != shifts
 
 
@@ -277,15 +278,15 @@ def test_only_the_last_stage_skips_the_shift_at_224x320():
     """At 224x320 the stage maps are 56x80, 28x40, 14x20 and 7x10: stages 1-3 shift, stage 4 does not."""
     model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='SSSS', drop_path_rate=0.).eval()
     captured = []
-    hooks = [stage.register_forward_hook(lambda m, i, out: captured.append((i[0], i[1], out[2])))
+    hooks = [stage.register_forward_hook(lambda m, i, out: captured.append((i[0], i[1], out[0])))
              for stage in model.layers]
     with torch.no_grad():
         model(torch.randn(1, 3, 224, 320))
         for h in hooks:
             h.remove()
-        sizes = [hw for _, hw, _ in captured]
-        same = [torch.equal(_stage_without_shift(stage)(x, hw)[2], out)
-                for stage, (x, hw, out) in zip(model.layers, captured)]
+        sizes = [tokens.hw_shape for _, tokens, _ in captured]
+        same = [torch.equal(_stage_without_shift(stage)(x, tokens)[0], out)
+                for stage, (x, tokens, out) in zip(model.layers, captured)]
     assert sizes == [(56, 80), (28, 40), (14, 20), (7, 10)]
     assert same == [False, False, False, True]
 
@@ -299,15 +300,16 @@ def test_window_attention_arguments_dropout_and_repr():
     dropping.load_state_dict(plain.state_dict())
     x = torch.randn(2, 14 * 14, 16)
     with torch.no_grad():
-        ref = plain.eval()(x, (14, 14))
-        torch.testing.assert_close(dropping.eval()(x, (14, 14)), ref, rtol=0, atol=0)   # no dropout in eval
-        assert not torch.allclose(dropping.train()(x, (14, 14)), ref, rtol=1e-3, atol=1e-3)
+        tokens = TokenMap.of(x, (14, 14))
+        ref = plain.eval()(x, tokens)
+        torch.testing.assert_close(dropping.eval()(x, tokens), ref, rtol=0, atol=0)   # no dropout in eval
+        assert not torch.allclose(dropping.train()(x, tokens), ref, rtol=1e-3, atol=1e-3)
 
 
-def test_block_rejects_unknown_attention_type():
-    from inline_backbones.models.blocks import InLineSwinBlock
-    with pytest.raises(ValueError, match="attn_type must be 'inline', 'window' or 'linear', got 'global'"):
-        InLineSwinBlock(16, 2, 'global')
+def test_block_rejects_unknown_mixer():
+    from inline_backbones.models.blocks import TransformerBlock
+    with pytest.raises(ValueError, match=r"unknown token mixer 'global'; registered: \['inline', 'linear', 'window'"):
+        TransformerBlock(16, 2, dict(type='global'))
 
 
 def test_smallest_input_is_the_last_stride():

@@ -11,8 +11,9 @@ import pytest
 import torch
 
 from inline_backbones import InLineAttention, InLineSwinTransformer
-from inline_backbones.models.image_regions import region_mask
+from inline_backbones.models.masks import region_mask
 from inline_backbones.models.linear_attention import LinearAttention
+from inline_backbones.models.token_map import TokenMap
 
 # A few unit roundoffs of fp16 (u = 2^-11 = 4.9e-4), the bound the issue sets for one layer and the backbone.
 FP16_RTOL = 5e-3
@@ -42,11 +43,11 @@ def test_stage1_layer_in_fp16_autocast_is_finite_and_close_on_each_region(layer)
             'inline-relu': lambda: InLineAttention(96, 3, kernel_func='relu'),
             'linear': lambda: LinearAttention(96, 3)}[layer]().eval()
     x = _offset_tokens(2, HW[0] * HW[1], 96)
-    mask = region_mask(REGIONS, HW, torch.float32)
+    mask = region_mask(REGIONS, HW).float()
     with torch.no_grad():
-        ref = attn(x, HW, mask)
+        ref = attn(x, TokenMap.of(x, HW, REGIONS))
         with torch.autocast('cpu', dtype=torch.float16):
-            out = attn(x, HW, mask)
+            out = attn(x, TokenMap.of(x, HW, REGIONS))
     assert out.dtype == torch.float16
     for b in range(2):
         assert torch.isfinite(out[b][mask[b, :, 0].bool()]).all(), b

@@ -5,6 +5,7 @@ from conftest import REFERENCE_KERNELS, naive_inline_attention
 
 from inline_backbones import InLineAttention
 from inline_backbones.models.inline_attention import KERNEL_FUNCTIONS
+from inline_backbones.models.token_map import TokenMap
 
 
 def _released_formula(attn, x):
@@ -51,7 +52,7 @@ def _weights_of_layer(attn, x, hw):
     probes = x.expand(N, N, C).clone()
     probes[..., C - 1] = torch.eye(N, dtype=x.dtype)
     with torch.no_grad():
-        out = attn(probes, hw)                  # out[j, i, 0] = A_ij
+        out = attn(probes, TokenMap.of(probes, hw))                  # out[j, i, 0] = A_ij
     return out[..., 0].T
 
 
@@ -75,7 +76,7 @@ def _probe_tokens(N, C, seed=1):
 def test_matches_naive_reference(kernel_func, hw):
     attn = InLineAttention(24, 3, kernel_func=kernel_func).double()
     x = torch.randn(2, hw[0] * hw[1], 24, dtype=torch.float64)
-    torch.testing.assert_close(attn(x, hw), naive_inline_attention(attn, x, hw), rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(attn(x, TokenMap.of(x, hw)), naive_inline_attention(attn, x, hw), rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize('B, N', [(1, 16), (3, 100), (2, 1000)])
@@ -83,7 +84,7 @@ def test_fp32_fast_path_agrees_with_naive(B, N):
     attn = InLineAttention(32, 4, kernel_func='identity')
     x = torch.randn(B, N, 32)
     hw = (N // 4, 4) if N % 4 == 0 else (N, 1)
-    torch.testing.assert_close(attn(x, hw), naive_inline_attention(attn, x, hw), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(attn(x, TokenMap.of(x, hw)), naive_inline_attention(attn, x, hw), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize('kernel_func', sorted(KERNEL_FUNCTIONS))
@@ -95,7 +96,7 @@ def test_centred_form_equals_released_formula(kernel_func):
         attn.residual[2].bias.zero_()
         attn.proj.weight.copy_(torch.eye(16))
         attn.proj.bias.zero_()
-        ours = attn(x, (5, 6))
+        ours = attn(x, TokenMap.of(x, (5, 6)))
     torch.testing.assert_close(ours, _released_formula(attn, x), rtol=1e-9, atol=1e-9)
 
 
@@ -153,9 +154,9 @@ def test_low_precision_at_2048_is_finite_and_close(dtype):
     H = W = 512
     x = torch.randn(1, H * W, 96) + 0.5        # a mean offset, as real features have
     with torch.no_grad():
-        ref = attn(x, (H, W))
+        ref = attn(x, TokenMap.of(x, (H, W)))
         with torch.autocast('cpu', dtype=dtype):
-            out = attn(x, (H, W))
+            out = attn(x, TokenMap.of(x, (H, W)))
     assert out.dtype == dtype and torch.isfinite(out).all()
     rel = (out.float() - ref).norm() / ref.norm()
     assert rel < LOW_PRECISION_RTOL[dtype], rel
@@ -166,8 +167,8 @@ def test_torch_compile_matches_eager():
     attn = InLineAttention(32, 4).eval()
     x = torch.randn(2, 12 * 10, 32)
     with torch.no_grad():
-        eager = attn(x, (12, 10))
-        compiled = torch.compile(attn)(x, (12, 10))
+        eager = attn(x, TokenMap.of(x, (12, 10)))
+        compiled = torch.compile(attn)(x, TokenMap.of(x, (12, 10)))
     torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-5)
 
 
@@ -176,7 +177,7 @@ def test_without_qkv_bias_matches_naive_reference(kernel_func):
     attn = InLineAttention(16, 2, qkv_bias=False, kernel_func=kernel_func).double()
     assert attn.qkv.bias is None
     x = torch.randn(2, 20, 16, dtype=torch.float64) + 0.3
-    torch.testing.assert_close(attn(x, (4, 5)), naive_inline_attention(attn, x, (4, 5)), rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(attn(x, TokenMap.of(x, (4, 5))), naive_inline_attention(attn, x, (4, 5)), rtol=1e-10, atol=1e-10)
 
 
 def test_extra_repr():

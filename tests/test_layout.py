@@ -1,6 +1,6 @@
 import pytest
 
-from inline_backbones import InLineSwinTransformer, parse_attn_layout
+from inline_backbones import InLineAttention, InLineSwinTransformer, WindowAttention, parse_attn_layout
 
 
 def test_presets():
@@ -36,7 +36,13 @@ def test_bad_arch():
 
 
 def _shift_sizes(model):
-    return [[(b.attn_type, b.shift_size) for b in stage.blocks] for stage in model.layers]
+    """(mixer, shift in tokens) per block: global InLine never shifts, window blocks by window // 2 when shifted."""
+    def describe(attn):
+        if isinstance(attn, WindowAttention):
+            return 'window', attn.window_size // 2 if attn.shift else 0
+        assert isinstance(attn, InLineAttention) and attn.window_size is None
+        return 'inline', 0
+    return [[describe(b.attn) for b in stage.blocks] for stage in model.layers]
 
 
 @pytest.mark.parametrize('layout, stage3', [

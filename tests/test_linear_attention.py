@@ -10,6 +10,7 @@ from inline_backbones import InLineAttention, InLineSwinTransformer, parse_attn_
 from inline_backbones.models import LinearAttention
 from inline_backbones.models.inline_attention import KERNEL_FUNCTIONS
 from inline_backbones.models.linear_attention import EPS
+from inline_backbones.models.token_map import TokenMap
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 SMALL = dict(embed_dims=16, depths=[2, 2, 2, 2], num_heads=[1, 2, 2, 4])
@@ -34,7 +35,7 @@ def test_linear_attention_matches_naive_and_rows_sum_to_one(kernel_func):
     x = torch.randn(2, 35, 24, dtype=torch.float64)
     weights = naive_linear_weights(attn, x)
     ref = attn.proj((weights @ values(attn, x)).transpose(1, 2).reshape(2, 35, 24))
-    torch.testing.assert_close(attn(x, (5, 7)), ref, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(attn(x, TokenMap.of(x, (5, 7))), ref, rtol=1e-10, atol=1e-10)
     assert (weights >= 0).all()
     assert (weights.sum(-1) <= 1).all() and (weights.sum(-1) > 1 - 1e-3).all()    # 1 up to eps
 
@@ -45,15 +46,12 @@ def test_masked_linear_attention_equals_the_naive_formula_on_the_region(kernel_f
     attn = LinearAttention(24, 3, kernel_func=kernel_func).double()
     H, W, regions = 6, 8, [(6, 8), (3, 5)]
     x = torch.randn(2, H * W, 24, dtype=torch.float64)
-    mask = torch.zeros(2, H, W, 1, dtype=torch.float64)
-    for b, (h, w) in enumerate(regions):
-        mask[b, :h, :w] = 1
-    out = attn(x, (H, W), mask.view(2, -1, 1)).view(2, H, W, 24)
+    out = attn(x, TokenMap.of(x, (H, W), torch.tensor(regions))).view(2, H, W, 24)
     for b, (h, w) in enumerate(regions):
         own = x.view(2, H, W, 24)[b:b + 1, :h, :w].reshape(1, h * w, 24)
         ref = attn.proj((naive_linear_weights(attn, own) @ values(attn, own)).transpose(1, 2).reshape(1, h * w, 24))
         torch.testing.assert_close(out[b, :h, :w], ref.view(h, w, 24), rtol=1e-10, atol=1e-10)
-    assert not torch.allclose(attn(x, (H, W))[1].view(H, W, 24)[:3, :5], out[1, :3, :5])   # mask matters
+    assert not torch.allclose(attn(x, TokenMap.of(x, (H, W)))[1].view(H, W, 24)[:3, :5], out[1, :3, :5])   # mask matters
 
 
 def test_linear_attention_is_blind_to_query_scale_and_rejects_signed_kernels():
@@ -77,10 +75,10 @@ def test_inline_without_residual_is_the_injective_linear_attention(kernel_func):
     full.load_state_dict(attn.state_dict(), strict=False)
     _, weights = naive_inline_attention(full, x, (5, 7), return_weights=True)
     ref = attn.proj((weights @ values(attn, x)).transpose(1, 2).reshape(2, 35, 24))
-    torch.testing.assert_close(attn(x, (5, 7)), ref, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(attn(x, TokenMap.of(x, (5, 7))), ref, rtol=1e-10, atol=1e-10)
     fp32 = InLineAttention(24, 3, kernel_func=kernel_func, local_residual=False)
     fp32.load_state_dict({k: v.float() for k, v in attn.state_dict().items()})
-    torch.testing.assert_close(fp32(x.float(), (5, 7)), ref.float(), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(fp32(x.float(), TokenMap.of(x, (5, 7))), ref.float(), rtol=1e-4, atol=1e-4)
 
 
 def test_layout_letter_l():

@@ -6,8 +6,8 @@ from padding_cases import IMAGE_SIZES, images, relative_difference_on_region, sm
 
 from inline_backbones.models.image_regions import attach_image_shapes, infer_image_shapes
 from inline_backbones.models.inline_attention import KERNEL_FUNCTIONS, InLineAttention
-from inline_backbones.models.window_attention import WindowAttention, shift_attention_mask
-from inline_backbones.models.window_plans import window_plan
+from inline_backbones.models.window_attention import WindowAttention
+from inline_backbones.models.token_map import TokenMap
 
 mmdet_pre = pytest.importorskip('mmdet.models.data_preprocessors')
 mmseg_pre = pytest.importorskip('mmseg.models.data_preprocessor')
@@ -83,11 +83,8 @@ def test_masked_inline_attention_equals_the_naive_formula_on_the_region(kernel_f
     attn = InLineAttention(32, 4, kernel_func=kernel_func).eval()
     H, W, regions = 9, 11, [(9, 11), (5, 7)]
     x = torch.randn(2, H * W, 32)
-    mask = torch.zeros(2, H, W, 1)
-    for b, (h, w) in enumerate(regions):
-        mask[b, :h, :w] = 1
     with torch.no_grad():
-        out = attn(x, (H, W), mask.view(2, -1, 1)).view(2, H, W, 32)
+        out = attn(x, TokenMap.of(x, (H, W), torch.tensor(regions))).view(2, H, W, 32)
         for b, (h, w) in enumerate(regions):
             own = x.view(2, H, W, 32)[b:b + 1, :h, :w].reshape(1, h * w, 32)
             ref = naive_inline_attention(attn, own, (h, w)).view(h, w, 32)
@@ -98,17 +95,17 @@ def test_masked_inline_attention_equals_the_naive_formula_on_the_region(kernel_f
 def test_padding_aware_window_attention(shift):
     """Softmax windows with a padding-aware plan: on a padded map == on the image alone, and where
     nothing is padded, == Swin's own roll + seam mask."""
-    attn = WindowAttention(16, 2, window_size=4).eval()
+    attn = WindowAttention(16, 2, window_size=4, shift=shift).eval()
     with torch.no_grad():
         attn.relative_position_bias_table.normal_()
     x = torch.randn(1, 12 * 12, 16)
     own = x.view(1, 12, 12, 16)[:, :7, :9].reshape(1, 63, 16)
     with torch.no_grad():
-        padded = attn(x, (12, 12), plan=window_plan((12, 12), 1, 4, shift, torch.tensor([[7, 9]]), clip=False))
-        alone = attn(own, (7, 9), plan=window_plan((7, 9), 1, 4, shift, torch.tensor([[7, 9]]), clip=False))
+        padded = attn(x, TokenMap.of(x, (12, 12), torch.tensor([[7, 9]])))
+        alone = attn(own, TokenMap.of(own, (7, 9), torch.tensor([[7, 9]])))
         torch.testing.assert_close(padded.view(12, 12, 16)[:7, :9], alone.view(7, 9, 16), rtol=1e-4, atol=1e-5)
-        full = attn(x, (12, 12), plan=window_plan((12, 12), 1, 4, shift, torch.tensor([[12, 12]]), clip=False))
-        swin = attn(x, (12, 12), 2 if shift else 0, shift_attention_mask((12, 12), 4, 2) if shift else None)
+        full = attn(x, TokenMap.of(x, (12, 12), torch.tensor([[12, 12]])))
+        swin = attn(x, TokenMap.of(x, (12, 12)))
         torch.testing.assert_close(full, swin, rtol=1e-4, atol=1e-5)
 
 

@@ -40,7 +40,7 @@ def test_no_shift_at_the_7x7_last_stage_at_224():
     import torch
 
     from inline_backbones.checkpoint import load_checkpoint_file
-    from inline_backbones.models.window_attention import shift_attention_mask
+    from inline_backbones.models.token_map import TokenMap
 
     expected = rf.expected('IIIS')
     backbone = rf.released_backbone('IIIS')
@@ -50,12 +50,13 @@ def test_no_shift_at_the_7x7_last_stage_at_224():
     assert 'layers.2.blocks.3.attn_mask' in released and 'layers.3.blocks.1.attn_mask' not in released
 
     last = backbone.layers[3]
-    assert [b.shift_size for b in last.blocks] == [0, 3]
+    assert [b.attn.shift for b in last.blocks] == [False, True]
     stage3_out = tokens[2]
-    x, hw = backbone.layers[2].downsample(stage3_out, (14, 14))
-    assert hw == (7, 7)
+    x, token_map = backbone.layers[2].downsample(stage3_out, TokenMap.of(stage3_out, (14, 14)))
+    assert token_map.hw_shape == (7, 7) and token_map.shift_size(7, True) == 0
     with torch.no_grad():
-        x = last.blocks[0](x, hw)
-        shifted = last.blocks[1](x, hw, shift_attention_mask(hw, 7, 3))
+        x = last.blocks[0](x, token_map)
+        token_map.shift_size = lambda window_size, shifted: 3 if shifted else 0   # force Swin's shift
+        shifted = last.blocks[1](x, token_map)
     with pytest.raises(AssertionError, match='relative difference'):
         rf.assert_stage_tokens_equal([shifted], [expected['identity']['stage_tokens'][3]])

@@ -7,12 +7,15 @@ from conftest import naive_inline_attention
 from padding_cases import small_backbone
 
 from inline_backbones.models.inline_attention import InLineAttention
-from inline_backbones.models.window_plans import from_windows, to_windows, window_plan
+from inline_backbones.models.token_map import TokenMap
 
 
 def windowed(attn, x, hw_shape, window_size, shift, region_shapes=None):
-    plan = window_plan(hw_shape, x.shape[0], window_size, shift, region_shapes)
-    return from_windows(attn(to_windows(x, plan), plan.window_hw, plan.mask), plan, x.shape[0])
+    """``attn`` (global) on the windows of the map, through the windowed layer with the same weights."""
+    layer = InLineAttention(attn.embed_dims, attn.num_heads, kernel_func=attn.kernel_func, window_size=window_size,
+                            shift=shift)
+    layer.load_state_dict(attn.state_dict())
+    return layer.eval()(x, TokenMap.of(x, hw_shape, region_shapes))
 
 
 @pytest.mark.parametrize('padding_aware', [False, True])

@@ -10,7 +10,6 @@ from dataclasses import asdict, dataclass
 import torch
 
 from . import statistics as st
-from .capture import head_qkv, local_residual_output
 from .rows import inline_rows, linear_rows
 
 
@@ -47,8 +46,8 @@ def analyze_layer(record, settings, points=()):
     maps = {kind: torch.zeros(len(points), N, dtype=tokens.dtype) for kind in ('inline', 'linear')}
     attn_total, local_total = [], []
     with torch.no_grad():
-        q, k, v = head_qkv(module, tokens)
-        local = local_residual_output(module, tokens, v, hw_shape)
+        q, k, v = module.head_qkv(tokens)
+        local = module.residual_output(tokens, v, hw_shape)
         for head in range(module.num_heads):
             kinds = {'inline': inline_rows(q[head], k[head], module.kernel_func),
                      'linear': linear_rows(q[head], k[head], settings.linear_kernel)}

@@ -18,12 +18,9 @@ from .layer import analyze_layer
 from .report import summarize_layers, write_csv, write_json
 
 
-def last_layer_per_stage(names):
-    """The last InLine layer of each stage (names 'layers.<stage>.blocks.<block>.attn')."""
-    last = {}
-    for name in names:
-        last[name.split('.blocks.')[0]] = name
-    return list(last.values())
+def last_layer_per_stage(records):
+    """Names of the last InLine layer of each stage."""
+    return list({record.stage: record.name for record in records}.values())
 
 
 def analyze_attention(backbone, image_paths, settings, out_dir, norm, size=None, resize=None, points=None,
@@ -36,7 +33,7 @@ def analyze_attention(backbone, image_paths, settings, out_dir, norm, size=None,
         rgb, tensor = load_image(path, norm, size, resize)
         records = capture_inline_inputs(backbone, tensor)
         names = [r.name for r in records]
-        draw = last_layer_per_stage(names) if map_layers is None else map_layers
+        draw = last_layer_per_stage(records) if map_layers is None else map_layers
         unknown = sorted(set(draw) - set(names))
         if unknown:
             raise ValueError(f'map layers {unknown} are not InLine layers of the backbone; they are {names}')

@@ -45,6 +45,7 @@ from torch import nn
 
 from .fused_linear import linear
 from .graph_mode import exporting_or_tracing, may_branch_on_size
+from .masks import from_windows, to_windows
 
 KERNEL_FUNCTIONS = {
     'identity': lambda x: x,
@@ -67,11 +68,19 @@ class InLineAttention(nn.Module):
         local_residual (bool): Add the dynamic 3x3 depthwise residual. False (an ablation) gives plain
             injective linear attention ``out_i = sum_j A_ij v_j`` and no ``residual`` module.
             Defaults to True (the released model).
+        window_size (int, optional): None: global over the map (default). An int: within windows of that
+            size (the authors' windowed InLine; partition in :mod:`.masks`).
+        shift (bool): With ``window_size``, take the shifted windows (odd blocks of a stage).
     """
 
+    alternates_shift = True   # windowed: odd blocks of a stage take the shifted windows
+
     def __init__(self, embed_dims, num_heads, qkv_bias=True, kernel_func='identity', proj_drop_rate=0.,
-                 local_residual=True):
+                 local_residual=True, window_size=None, shift=False):
         super().__init__()
+        if window_size is not None and (isinstance(window_size, bool) or not isinstance(window_size, int)
+                                        or window_size < 1):
+            raise ValueError(f'window_size of InLine attention must be None or a positive int, got {window_size!r}')
         if embed_dims % num_heads:
             raise ValueError(f'embed_dims {embed_dims} is not divisible by num_heads {num_heads}')
         if kernel_func not in KERNEL_FUNCTIONS:
@@ -80,6 +89,8 @@ class InLineAttention(nn.Module):
         self.num_heads = num_heads
         self.head_dims = embed_dims // num_heads
         self.scale = self.head_dims ** -0.5
+        self.window_size = window_size
+        self.shift = shift
         self.kernel_func = kernel_func
         self.phi = KERNEL_FUNCTIONS[kernel_func]
         self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
@@ -95,20 +106,38 @@ class InLineAttention(nn.Module):
             nn.Conv1d(embed_dims, embed_dims * 9, 1, groups=num_heads),
         )
 
-    def forward(self, x, hw_shape, mask=None):
-        """x: (B, N, C) tokens in row-major order of ``hw_shape`` = (H, W). Returns (B, N, C).
+    def forward(self, x, tokens):
+        """x: (B, N, C) tokens of the map ``tokens`` (:class:`~.token_map.TokenMap`). Returns (B, N, C).
 
-        ``mask`` (B, N, 1), 1 on each image's own tokens and 0 on padding, makes the layer padding-aware
-        (see the module docstring); outputs on padding tokens are then meaningless (finite).
+        Padding-aware maps give each image's own tokens (see the module docstring); outputs on padding
+        tokens are then meaningless (finite). Windowed: the same layer on each window of the map.
         """
-        B, N, C = x.shape
-        H, W = hw_shape
-        h, d, s = self.num_heads, self.head_dims, self.scale
-        # q, k and v projections as three GEMMs on views of the released ``qkv`` parameters, so k and v
-        # come out contiguous: the conv and the GEMMs below read them without layout copies (bf16
-        # matmuls copy every operand that is not contiguous or a transposed contiguous matrix).
+        if self.window_size is None:
+            return self.attend(x, tokens.hw_shape, tokens.token_mask())
+        if torch.jit.is_tracing() and torch.onnx.is_in_onnx_export():
+            raise NotImplementedError(
+                'InLine attention in windows (inline_window_size) cannot be exported by the TorchScript ONNX '
+                'exporter (dynamo=False): the window count is not a constant in its graph, so the dynamic '
+                'depthwise convolution has no known kernel shape. Use the default exporter (dynamo=True)')
+        plan = tokens.window_plan(self.window_size, self.shift)
+        return from_windows(self.attend(to_windows(x, plan), plan.window_hw, plan.mask), plan, x.shape[0])
+
+    def projections(self):
+        """Weights and biases of the q, k, v projections (views of the released ``qkv`` parameters)."""
+        C = self.embed_dims
         w_q, w_k, w_v = self.qkv.weight.view(3, C, C).unbind(0)
         b_q, b_k, b_v = (None,) * 3 if self.qkv.bias is None else self.qkv.bias.view(3, C).unbind(0)
+        return w_q, b_q, w_k, b_k, w_v, b_v
+
+    def attend(self, x, hw_shape, mask=None):
+        """The layer on the (B, N, C) tokens of one ``hw_shape`` map (or a batch of windows); ``mask``
+        (B, N, 1), true or 1 on each image's own tokens, makes it padding-aware."""
+        B, N, C = x.shape
+        h, d, s = self.num_heads, self.head_dims, self.scale
+        # q, k and v projections as three GEMMs, so k and v come out contiguous: the conv and the GEMMs
+        # below read them without layout copies (bf16 matmuls copy every operand that is not contiguous
+        # or a transposed contiguous matrix).
+        w_q, b_q, w_k, b_k, w_v, b_v = self.projections()
         k, v = linear(x, w_k, b_k), linear(x, w_v, b_v)                          # (B, N, C) each
         if self.kernel_func != 'identity':
             k = self.phi(k)
@@ -207,6 +236,24 @@ class InLineAttention(nn.Module):
         return F.conv2d(maps, kernels.to(maps.dtype), bias=bias.reshape(B * C).to(maps.dtype), padding=1,
                         groups=B * C)
 
+    # ---- what the attention analysis reads (inline_backbones.analysis) --------------------------------
+    def head_qkv(self, x):
+        """Raw (pre-kernel) q, k, v of every head of one image's tokens ``x`` (N, C): each (h, N, d)."""
+        w_q, b_q, w_k, b_k, w_v, b_v = self.projections()
+        N, h, d = x.shape[0], self.num_heads, self.head_dims
+        return tuple(F.linear(x, w, b).view(N, h, d).transpose(0, 1) for w, b in ((w_q, b_q), (w_k, b_k), (w_v, b_v)))
+
+    def residual_output(self, x, v, hw_shape):
+        """The 3x3 residual per head (h, N, d) of one image's tokens ``x`` (N, C) with values ``v``
+        (h, N, d): ``dwconv3x3(v; residual(mean_N x))``; None without the residual."""
+        if not self.local_residual:
+            return None
+        h, N, d = v.shape
+        out = self._local_residual(x.mean(0, keepdim=True), v.transpose(0, 1).reshape(1, N, h * d),
+                                   v.new_zeros(1, h * d), hw_shape)
+        return out.reshape(h, d, N).transpose(1, 2)
+
     def extra_repr(self):
         return (f'embed_dims={self.embed_dims}, num_heads={self.num_heads}, kernel_func={self.kernel_func!r}'
-                + ('' if self.local_residual else ', local_residual=False'))
+                + ('' if self.local_residual else ', local_residual=False')
+                + ('' if self.window_size is None else f', window_size={self.window_size}, shift={self.shift}'))

@@ -7,12 +7,17 @@ from mmengine.model.weight_init import trunc_normal_
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from timm.layers import register_notrace_function
+
 from ..checkpoint import load_pretrained
 from ..registry import MODELS
-from .blocks import InLineSwinStage, PatchEmbed
+from .blocks import PatchEmbed, PatchMerging
 from .graph_mode import exporting
-from .image_regions import downsample_shapes, fills_map, image_shapes_of, region_mask
+from .image_regions import image_shapes_of
 from .layout import parse_attn_layout
+from .masks import fills_map, region_mask
+from .stages import Stage, iter_stages
+from .token_map import TokenMap
 
 
 @MODELS.register_module()
@@ -53,7 +58,7 @@ class InLineSwinTransformer(BaseModule):
             Defaults to False (today's behaviour, bit for bit).
         inline_window_size (int, optional): None: InLine blocks attend globally (default). An int:
             InLine blocks attend within windows of that size, shifted by half on odd blocks of each
-            stage, as in the authors' code (56 there); see :mod:`inline_backbones.models.window_plans`.
+            stage, as in the authors' code (56 there); see :mod:`inline_backbones.models.masks`.
         init_cfg (dict, optional): ``dict(type='Pretrained', checkpoint=PATH[, prefix='backbone.'])``
             loads a released ImageNet checkpoint (or a detector/segmentor one with ``prefix``) strictly:
             see :func:`inline_backbones.checkpoint.load_pretrained`.
@@ -102,17 +107,21 @@ class InLineSwinTransformer(BaseModule):
 
         self.patch_embed = PatchEmbed(in_channels, arch['embed_dims'], patch_size)
         self.drop_after_pos = nn.Dropout(drop_rate)
+        mixer_cfgs = dict(
+            inline=dict(type='inline', qkv_bias=qkv_bias, kernel_func=kernel_func, proj_drop_rate=drop_rate,
+                        local_residual=local_residual, window_size=inline_window_size),
+            window=dict(type='window', window_size=window_size, qkv_bias=qkv_bias, attn_drop_rate=attn_drop_rate,
+                        proj_drop_rate=drop_rate),
+            linear=dict(type='linear', qkv_bias=qkv_bias, kernel_func=linear_kernel_func, proj_drop_rate=drop_rate))
         dpr = torch.linspace(0, drop_path_rate, sum(depths)).tolist()
         self.layers = nn.ModuleList()
         self.num_features = []
         dims = arch['embed_dims']
         for i, depth in enumerate(depths):
-            self.layers.append(InLineSwinStage(
-                dims, num_heads[i], layout[i], window_size=window_size, mlp_ratio=mlp_ratio,
-                qkv_bias=qkv_bias, kernel_func=kernel_func, drop_rate=drop_rate,
-                attn_drop_rate=attn_drop_rate, drop_path_rates=dpr[sum(depths[:i]):sum(depths[:i + 1])],
-                downsample=i < num_stages - 1, with_cp=with_cp, local_residual=local_residual,
-                linear_kernel_func=linear_kernel_func, inline_window_size=inline_window_size))
+            self.layers.append(Stage(
+                dims, num_heads[i], [mixer_cfgs[name] for name in layout[i]], mlp_ratio=mlp_ratio,
+                drop_rate=drop_rate, drop_path_rates=dpr[sum(depths[:i]):sum(depths[:i + 1])], with_cp=with_cp,
+                downsample=PatchMerging(dims, 2 * dims) if i < num_stages - 1 else None))
             self.num_features.append(dims)
             dims *= 2
         for i in out_indices:
@@ -178,11 +187,20 @@ class InLineSwinTransformer(BaseModule):
                     m.eval()
         return self
 
+    def stem(self, x, image_shapes=None):
+        """The input checked (size; regions in padding-aware mode), masked outside each image's region,
+        through the patch embedding: the tokens and :class:`~.token_map.TokenMap` the first stage takes."""
+        regions = _input_regions(x, image_shapes, self.min_input_size, self.padding_aware, type(self).__name__)
+        if regions is not None:
+            x = _mask_pixels(x, regions)
+        tokens, hw_shape = self.patch_embed(x)
+        return self.drop_after_pos(tokens), _token_map(x, hw_shape, regions, self.patch_size)
+
     def forward(self, x, image_shapes=None):
         """(B, C_in, H, W) -> tuple of NCHW maps of the ``out_indices`` stages (strides 4, 8, 16, 32).
 
         Padding-aware mode: each image's own ``(height, width)`` in pixels comes from ``image_shapes``
-        ((B, 2) or a list of pairs), else from shapes attached to ``x`` by this package's data
+        ((B, 2) or a list of pairs), else from shapes carried by ``x`` from this package's data
         preprocessors, else is inferred from ``x`` (padding = trailing rows/columns that are exactly
         zero in every channel); see :mod:`inline_backbones.models.image_regions` for what inference
         relies on. Pixels and tokens outside each region are then excluded from everything the region's
@@ -190,32 +208,49 @@ class InLineSwinTransformer(BaseModule):
         is ``ceil(shape / stride)``). Without the mode, ``image_shapes`` must be None. Export (``torch.export``,
         either ONNX exporter) of the mode raises NotImplementedError.
         """
-        H, W = x.shape[-2:]
-        if min(H, W) < self.min_input_size:
-            raise ValueError(f'input of {H}x{W} pixels is too small for {type(self).__name__}: each side '
-                             f'must be at least {self.min_input_size} (the stride of the last stage)')
-        shapes = None
-        if self.padding_aware and exporting():
-            raise NotImplementedError(
-                'padding-aware mode (padding_aware=True) is not supported for export: its masks and windows '
-                "depend on each image's own size, a data-dependent shape; export with padding_aware=False")
-        if self.padding_aware:
-            shapes = image_shapes_of(x, image_shapes)
-            if not fills_map(shapes, (H, W)):
-                x = x * region_mask(shapes, (H, W), x.dtype, x.device).view(-1, 1, H, W)
-            shapes = downsample_shapes(shapes, self.patch_size)
-        elif image_shapes is not None:
-            raise ValueError('image_shapes is only used in padding-aware mode (padding_aware=True)')
-        x, hw_shape = self.patch_embed(x)
-        x = self.drop_after_pos(x)
         outs = []
-        for i, stage in enumerate(self.layers):
-            x, hw_shape, out, out_shape = stage(x, hw_shape, shapes)
+        for i, (out, tokens) in enumerate(iter_stages(self, x, image_shapes, stop=max(self.out_indices))):
             if i in self.out_indices:
-                out = getattr(self, f'norm{i}')(out)
-                if shapes is not None and not fills_map(shapes, out_shape):
-                    out = out * region_mask(shapes, out_shape, out.dtype, out.device)
-                outs.append(out.view(-1, *out_shape, self.num_features[i]).permute(0, 3, 1, 2).contiguous())
-            if shapes is not None:
-                shapes = downsample_shapes(shapes, 2)
+                outs.append(to_nchw(getattr(self, f'norm{i}')(out), tokens))
         return tuple(outs)
+
+
+@register_notrace_function
+def _input_regions(x, image_shapes, min_input_size, padding_aware, name):
+    """Check the input's size; in padding-aware mode return each image's region (B, 2) on the host."""
+    H, W = x.shape[-2:]
+    if min(H, W) < min_input_size:
+        raise ValueError(f'input of {H}x{W} pixels is too small for {name}: each side must be at least '
+                         f'{min_input_size} (the stride of the last stage)')
+    if not padding_aware:
+        if image_shapes is not None:
+            raise ValueError('image_shapes is only used in padding-aware mode (padding_aware=True)')
+        return None
+    if exporting():
+        raise NotImplementedError(
+            'padding-aware mode (padding_aware=True) is not supported for export: its masks and windows '
+            "depend on each image's own size, a data-dependent shape; export with padding_aware=False")
+    return image_shapes_of(x, image_shapes)
+
+
+@register_notrace_function
+def _mask_pixels(x, regions):
+    """Images (B, C, H, W) with zeros outside each image's region."""
+    H, W = x.shape[-2:]
+    if fills_map(regions, (H, W)):
+        return x
+    return x * region_mask(regions, (H, W), x.device).view(-1, 1, H, W)
+
+
+@register_notrace_function
+def _token_map(images, hw_shape, regions, stride):
+    """The map of the tokens of a stride-``stride`` patch embedding of ``images``."""
+    return TokenMap(images.shape[-2:], images.shape[0], images.device, regions).downsampled(hw_shape, stride)
+
+
+@register_notrace_function
+def to_nchw(x, tokens):
+    """(B, N, C) tokens of the map ``tokens`` -> (B, C, H, W), zero outside each image's region."""
+    H, W = tokens.hw_shape
+    x = tokens.mask_outside(x)
+    return x.view(-1, H, W, x.shape[-1]).permute(0, 3, 1, 2).contiguous()

@@ -1,26 +1,28 @@
-"""The attention layout string of InLine-Swin, e.g. ``IIIS``, ``IISS`` or ``IIMS2``.
+"""The attention layout string, e.g. ``IIIS``, ``IISS`` or ``IIMS2``: the user's interface to the mixers.
 
-One letter per stage: ``I`` = every block InLine attention, ``S`` = every block Swin window softmax
-attention, ``L`` = every block plain linear attention (the ablation of :mod:`.linear_attention`),
-``M`` = mixed: the first k blocks InLine, the rest softmax, with k the number written after
-the letters (shared by every ``M`` stage). ``IIMS2`` with depths [2, 2, 18, 2] gives stage 3 two InLine
-blocks followed by 16 softmax blocks.
+One letter per stage, each naming the token mixer (:mod:`.mixers`) of every block of the stage. For
+InLine-Swin (:data:`SWIN_LETTERS`): ``I`` = InLine attention, ``S`` = Swin window softmax attention,
+``L`` = plain linear attention (the ablation of :mod:`.linear_attention`). ``M`` = mixed: the first k
+blocks InLine, the rest softmax, with k the number written after the letters (shared by every ``M``
+stage). ``IIMS2`` with depths [2, 2, 18, 2] gives stage 3 two InLine blocks followed by 16 softmax blocks.
+A model family maps the letters to mixer names with its own table.
 """
 import re
 
-_LAYOUT = re.compile(r'([ISLM]+)(\d*)')
+SWIN_LETTERS = {'I': 'inline', 'S': 'window', 'L': 'linear'}
 
 
-def parse_attn_layout(layout, depths):
-    """Expand ``layout`` into per-stage lists of ``'inline'`` / ``'window'`` / ``'linear'``; raise
-    ValueError if malformed."""
+def parse_attn_layout(layout, depths, letters=None):
+    """Expand ``layout`` into per-stage lists of mixer names (``letters``: letter -> name, by default
+    :data:`SWIN_LETTERS`; ``M`` mixes the ``I`` and ``S`` mixers); raise ValueError if malformed."""
+    letters_map = SWIN_LETTERS if letters is None else letters
     if not isinstance(layout, str):
         raise TypeError(f'attn_type must be a layout string such as "IIIS", got {type(layout).__name__}')
-    match = _LAYOUT.fullmatch(layout)
+    match = re.fullmatch(f'([{"".join(letters_map)}M]+)(\\d*)', layout)
     if match is None:
-        raise ValueError(f'malformed attn_type {layout!r}: expected one letter per stage from I (InLine), '
-                         f'S (softmax window), L (plain linear) and M (mixed), then the InLine block count '
-                         f'of M stages, e.g. "IIIS" or "IIMS2"')
+        names = ', '.join(f'{k} ({v})' for k, v in letters_map.items())
+        raise ValueError(f'malformed attn_type {layout!r}: expected one letter per stage from {names} and M '
+                         f'(mixed), then the InLine block count of M stages, e.g. "IIIS" or "IIMS2"')
     letters, digits = match.groups()
     if len(letters) != len(depths):
         raise ValueError(f'attn_type {layout!r} has {len(letters)} stage letters but the model has '
@@ -32,14 +34,12 @@ def parse_attn_layout(layout, depths):
         raise ValueError(f'attn_type {layout!r} gives a block count {digits} but has no mixed (M) stage')
     layout_per_stage = []
     for stage, (letter, depth) in enumerate(zip(letters, depths)):
-        if letter == 'L':
-            layout_per_stage.append(['linear'] * depth)
+        if letter != 'M':
+            layout_per_stage.append([letters_map[letter]] * depth)
             continue
-        num_inline = {'I': depth, 'S': 0}.get(letter)
-        if letter == 'M':
-            num_inline = int(digits)
-            if not 0 < num_inline < depth:
-                raise ValueError(f'attn_type {layout!r}: mixed stage {stage} has {depth} blocks, so its '
-                                 f'InLine block count must be between 1 and {depth - 1}, got {num_inline}')
-        layout_per_stage.append(['inline'] * num_inline + ['window'] * (depth - num_inline))
+        num_inline = int(digits)
+        if not 0 < num_inline < depth:
+            raise ValueError(f'attn_type {layout!r}: mixed stage {stage} has {depth} blocks, so its '
+                             f'InLine block count must be between 1 and {depth - 1}, got {num_inline}')
+        layout_per_stage.append([letters_map['I']] * num_inline + [letters_map['S']] * (depth - num_inline))
     return layout_per_stage

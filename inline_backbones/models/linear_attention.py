@@ -52,10 +52,11 @@ class LinearAttention(nn.Module):
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop_rate)
 
-    def forward(self, x, hw_shape, mask=None):
-        """x: (B, N, C) tokens of an ``hw_shape`` map (unused: attention is global); ``mask`` (B, N, 1),
-        optional: 1 on each image's own tokens. Returns (B, N, C)."""
+    def forward(self, x, tokens):
+        """x: (B, N, C) tokens of the map ``tokens`` (:class:`~.token_map.TokenMap`; attention is global,
+        padding-aware maps give each image's own tokens). Returns (B, N, C)."""
         B, N, C = x.shape
+        mask = tokens.token_mask()
         h, d = self.num_heads, self.head_dims
         q, k, v = self.qkv(x).view(B, N, 3, h, d).permute(2, 0, 3, 1, 4)           # (B, h, N, d)
         q, k = self.phi(q), self.phi(k)

@@ -1,12 +1,13 @@
 """Swin's (shifted) window softmax attention with relative position bias, for any H x W.
 
 Windows of ``window_size`` x ``window_size`` tokens; the map is zero-padded on the bottom/right to a
-window multiple and, for shifted blocks, rolled by ``-shift`` with a mask (built for the padded size)
-that stops attention across the wrap-around seams, exactly as in Swin.
+window multiple and, for shifted blocks (where the shift rule of :mod:`.masks` shifts), rolled by
+``-shift`` with the seam mask (built for the padded size) that stops attention across the wrap-around
+seams, exactly as in Swin.
 
-Padding-aware mode instead takes a :class:`~.window_plans.WindowPlan` (each image's own windows, cells
-outside the image masked): keys outside the image get a score of half the dtype's lowest value, so a
-window of padding only stays finite and its output is discarded.
+Padding-aware maps instead give a :class:`~.masks.WindowPlan` (each image's own windows, cells outside
+the image masked): keys outside the image get a score of half the dtype's lowest value, so a window of
+padding only stays finite and its output is discarded.
 """
 import torch
 import torch.nn.functional as F
@@ -14,9 +15,7 @@ from torch import nn
 
 from .fused_linear import linear
 from .graph_mode import exporting, may_branch_on_size
-from .window_plans import from_windows, to_windows
-
-MASK_VALUE = -100.0
+from .masks import from_windows, to_windows
 
 
 def relative_position_index(window_size):
@@ -42,21 +41,6 @@ def window_reverse(windows, hw_padded, window_size):
     return x.permute(0, 1, 3, 2, 4, 5).reshape(B, Hp, Wp, C)
 
 
-def shift_attention_mask(hw_padded, window_size, shift_size, device=None):
-    """(nW, ws*ws, ws*ws) additive mask (0 or -100) for a map rolled by ``-shift_size``."""
-    Hp, Wp = hw_padded
-    img = torch.zeros(1, Hp, Wp, 1, device=device)
-    slices = (slice(0, -window_size), slice(-window_size, -shift_size), slice(-shift_size, None))
-    region = 0
-    for hs in slices:
-        for ws in slices:
-            img[:, hs, ws, :] = region
-            region += 1
-    ids = window_partition(img, window_size).squeeze(-1)[0]                # (nW, ws*ws)
-    mask = ids[:, None, :] - ids[:, :, None]
-    return mask.ne(0).float() * MASK_VALUE
-
-
 class WindowAttention(nn.Module):
     """Multi-head softmax attention inside (shifted) windows with a relative position bias.
 
@@ -67,16 +51,20 @@ class WindowAttention(nn.Module):
         qkv_bias (bool): Bias of ``qkv``. Defaults to True.
         attn_drop_rate (float): Dropout on attention weights.
         proj_drop_rate (float): Dropout after ``proj``.
+        shift (bool): Take the shifted windows (odd blocks of a stage).
     """
 
+    alternates_shift = True
+
     def __init__(self, embed_dims, num_heads, window_size=7, qkv_bias=True, attn_drop_rate=0.,
-                 proj_drop_rate=0.):
+                 proj_drop_rate=0., shift=False):
         super().__init__()
         if embed_dims % num_heads:
             raise ValueError(f'embed_dims {embed_dims} is not divisible by num_heads {num_heads}')
         self.embed_dims = embed_dims
         self.num_heads = num_heads
         self.window_size = window_size
+        self.shift = shift
         self.relative_position_bias_table = nn.Parameter(
             torch.zeros((2 * window_size - 1) ** 2, num_heads))
         self.register_buffer('relative_position_index', relative_position_index(window_size), persistent=False)
@@ -85,11 +73,16 @@ class WindowAttention(nn.Module):
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop_rate)
 
-    def forward(self, x, hw_shape, shift_size=0, mask=None, plan=None):
-        """x: (B, N, C) over ``hw_shape``; ``mask``: the shift mask for the padded size when shifted.
-        ``plan``: the padding-aware windows (then ``shift_size`` and ``mask`` are unused)."""
-        if plan is not None:
-            return self._forward_plan(x, plan)
+    def forward(self, x, tokens):
+        """x: (B, N, C) tokens of the map ``tokens`` (:class:`~.token_map.TokenMap`). Returns (B, N, C)."""
+        ws = self.window_size
+        if tokens.aware:
+            return self._forward_plan(x, tokens.window_plan(ws, self.shift, clip=False))
+        shift_size = tokens.shift_size(ws, self.shift)
+        return self._forward_rolled(x, tokens.hw_shape, shift_size, tokens.seam_mask(ws) if shift_size else None)
+
+    def _forward_rolled(self, x, hw_shape, shift_size, mask):
+        """Swin's windows: pad, roll by ``-shift_size`` (``mask``: the seam mask), attend, unroll, crop."""
         B, N, C = x.shape
         H, W = hw_shape
         ws, h = self.window_size, self.num_heads
@@ -144,4 +137,5 @@ class WindowAttention(nn.Module):
         return from_windows(out, plan, B)
 
     def extra_repr(self):
-        return f'embed_dims={self.embed_dims}, num_heads={self.num_heads}, window_size={self.window_size}'
+        return (f'embed_dims={self.embed_dims}, num_heads={self.num_heads}, window_size={self.window_size}'
+                + (', shift=True' if self.shift else ''))

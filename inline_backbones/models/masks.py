@@ -1,5 +1,17 @@
-"""Window partitions as index maps over the token map: the authors' windowed InLine, and the
-padding-aware partition of both InLine and softmax windows.
+"""Every mask of the package, computed here only: which tokens are an image's own (padding-aware
+mode), Swin's shift rule and seam mask, and window partitions as index maps over the token map (the
+authors' windowed InLine, and the padding-aware partition of both InLine and softmax windows).
+:class:`~.token_map.TokenMap` builds them once per stage and the mixers read them from it.
+
+**Token masks.** In a zero-padded batch image ``b`` owns the top-left ``h_b x w_b`` tokens of the
+``H x W`` map: :func:`region_mask` is 1 there and 0 elsewhere.
+
+**Shift rule** (:func:`shift_sizes`, Swin's and the authors' rule for small maps): a shifted block
+shifts its windows by ``ws // 2`` only where both sides of the map exceed the window, ``min(h, w) > ws``;
+otherwise it does not shift.
+
+**Seam mask** (:func:`seam_mask`): for Swin's roll by ``-s``, 0 between tokens of the same region of the
+rolled map and -100 across a wrap-around seam, so no window attends across it.
 
 Tokens are gathered into windows and scattered back with one ``index_select`` each (no loop over
 images or windows); the attention layer then sees a batch of windows.
@@ -25,6 +37,38 @@ from typing import NamedTuple, Optional, Tuple
 
 import torch
 
+SEAM_VALUE = -100.0
+
+
+def region_mask(shapes, hw_shape, device=None):
+    """(B, H*W, 1) bool on ``device``: True on each image's ``shapes`` rows x cols of the H x W map."""
+    H, W = hw_shape
+    shapes = shapes.to(device)
+    rows = torch.arange(H, device=device) < shapes[:, :1]                        # (B, H)
+    cols = torch.arange(W, device=device) < shapes[:, 1:]                        # (B, W)
+    return (rows[:, :, None] & cols[:, None, :]).reshape(-1, H * W, 1)
+
+
+def fills_map(shapes, hw_shape):
+    """True when every image covers the whole H x W map (nothing to mask)."""
+    return bool((shapes[:, 0] >= hw_shape[0]).all() and (shapes[:, 1] >= hw_shape[1]).all())
+
+
+def shift_sizes(heights, widths, window_size):
+    """The shift rule: ``ws // 2`` where ``min(h, w) > ws``, else 0 (int tensors, one entry per map)."""
+    return torch.where(torch.minimum(heights, widths) > window_size, window_size // 2, 0)
+
+
+def seam_mask(hw_padded, window_size, shift_size, device=None):
+    """(nW, ws*ws, ws*ws) additive mask (0 or -100) of the windows of a map rolled by ``-shift_size``."""
+    Hp, Wp = hw_padded
+    img = torch.zeros(Hp, Wp, device=device)
+    slices = (slice(0, -window_size), slice(-window_size, -shift_size), slice(-shift_size, None))
+    for region, (hs, ws) in enumerate((hs, ws) for hs in slices for ws in slices):
+        img[hs, ws] = region
+    ids = _partition(img[None], (window_size, window_size))[0]                # (nW, ws*ws)
+    return (ids[:, None, :] - ids[:, :, None]).ne(0).float() * SEAM_VALUE
+
 
 class WindowPlan(NamedTuple):
     """How a map is cut into windows (see the module doc)."""
@@ -46,13 +90,10 @@ def window_plan(hw_shape, batch_size, window_size, shift, region_shapes=None, cl
     if aware:
         region_shapes = region_shapes.cpu()
         heights, widths = region_shapes[:, 0], region_shapes[:, 1]
-        shifts = torch.where(torch.minimum(heights, widths) > ws, ws // 2, 0) if shift else torch.zeros_like(heights)
-        rolls = bool(shifts.any())
     else:
-        heights = torch.full((B,), H)
-        widths = torch.full((B,), W)
-        rolls = shift and min(H, W) > ws
-        shifts = torch.full((B,), ws // 2 if rolls else 0)
+        heights, widths = torch.full((B,), H), torch.full((B,), W)
+    shifts = shift_sizes(heights, widths, ws) if shift else torch.zeros_like(heights)
+    rolls = bool(shifts.any())
     window_hw = (min(ws, H), min(ws, W)) if clip and not rolls else (ws, ws)
     # Canvas cell (r, c) of image b holds its token (r - o_b, c - o_b): plain = a roll by -s (o = -s,
     # modulo the canvas); padding-aware = the image placed at offset o = (ws - s) % ws, rest masked.

@@ -1,0 +1,43 @@
+"""The token mixers, by name, and how a block gets its own.
+
+A mixer is any module with the contract ``mixer(x, tokens) -> y``: ``x`` the (B, N, C) tokens of a
+map, ``tokens`` the stage's :class:`~.token_map.TokenMap`, ``y`` the (B, N, C) mixed tokens. Its
+constructor takes ``(embed_dims, num_heads, **cfg)``. A layout letter names a mixer (:mod:`.layout`);
+the backbone gives each name its config; adding a mixer is one entry in :data:`MIXERS`.
+
+Mixers whose class sets ``alternates_shift`` cut the map into windows and take the shifted windows on
+the odd blocks of a stage (``shift=True``), as in Swin.
+"""
+from timm.layers import register_notrace_module
+
+from .inline_attention import InLineAttention
+from .linear_attention import LinearAttention
+from .window_attention import WindowAttention
+
+MIXERS = {
+    'inline': InLineAttention,      # InLine attention, global or in windows (letter I)
+    'window': WindowAttention,      # Swin's (shifted) window softmax attention (letter S of InLine-Swin)
+    'linear': LinearAttention,      # plain linear attention, the ablation (letter L)
+}
+
+
+def register_mixer(name, cls):
+    """Add a mixer class under ``name`` (for layouts and configs) and keep it whole in fx traces."""
+    MIXERS[name] = register_notrace_module(cls)
+    return cls
+
+
+for _name, _cls in list(MIXERS.items()):
+    register_mixer(_name, _cls)
+
+
+def build_mixer(cfg, embed_dims, num_heads, block_index):
+    """The mixer of block ``block_index`` of a stage from ``cfg`` (``dict(type=name, **kwargs)``)."""
+    cfg = dict(cfg)
+    name = cfg.pop('type')
+    if name not in MIXERS:
+        raise ValueError(f'unknown token mixer {name!r}; registered: {sorted(MIXERS)}')
+    cls = MIXERS[name]
+    if getattr(cls, 'alternates_shift', False):
+        cfg['shift'] = block_index % 2 == 1
+    return cls(embed_dims, num_heads, **cfg)

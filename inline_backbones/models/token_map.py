@@ -1,0 +1,84 @@
+"""The token map a stage's blocks share: what every token mixer needs besides its tokens.
+
+Every token mixer implements one contract, ``mixer(x, tokens) -> y``, with ``x`` the (B, N, C) tokens
+in row-major order of the map and ``tokens`` a :class:`TokenMap`: the map's ``(H, W)``, each image's
+own region in padding-aware mode (or none), and, built on first use from :mod:`.masks` and cached,
+the token mask, Swin's seam masks and the window partitions. A stage builds one map per forward and
+hands it to all its blocks, so masks and partitions are built once per stage; a block recomputed under
+activation checkpointing reads the same cached tensors.
+"""
+import torch
+
+from .masks import fills_map, region_mask, seam_mask, shift_sizes, window_plan
+
+
+class TokenMap:
+    """An ``H x W`` token map of a batch of ``batch_size`` images on ``device``.
+
+    ``regions`` (padding-aware mode): a (B, 2) long tensor on the host, each image's own rows x cols of
+    the map (its top-left corner); None: every token of every image counts.
+    """
+
+    def __init__(self, hw_shape, batch_size, device, regions=None):
+        self.hw_shape = tuple(hw_shape)
+        self.batch_size = batch_size
+        self.device = device
+        self.regions = regions
+        self._cache = {}
+
+    @classmethod
+    def of(cls, x, hw_shape, regions=None):
+        """The map of the (B, N, C) tokens ``x`` (batch size and device from ``x``)."""
+        return cls(hw_shape, x.shape[0], x.device, regions)
+
+    @property
+    def aware(self):
+        """Padding-aware: each image's region is known (it may fill the map)."""
+        return self.regions is not None
+
+    def _cached(self, key, build):
+        if key not in self._cache:
+            self._cache[key] = build()
+        return self._cache[key]
+
+    def token_mask(self):
+        """(B, N, 1) bool, True on each image's own tokens; None when every token counts."""
+        if not self.aware or fills_map(self.regions, self.hw_shape):
+            return None
+        return self._cached('token_mask', lambda: region_mask(self.regions, self.hw_shape, self.device))
+
+    def mask_outside(self, x):
+        """``x`` (B, N, C) with zeros outside each image's region."""
+        mask = self.token_mask()
+        return x if mask is None else x * mask
+
+    def shift_size(self, window_size, shifted):
+        """The shift of a (shifted) window block on this map: the rule of :func:`.masks.shift_sizes`."""
+        if not shifted:
+            return 0
+        H, W = self.hw_shape
+        return int(shift_sizes(torch.tensor([H]), torch.tensor([W]), window_size)[0])
+
+    def seam_mask(self, window_size):
+        """Swin's seam mask for this map padded to window multiples, rolled by the shift."""
+        padded = tuple(s + (-s) % window_size for s in self.hw_shape)
+        shift = self.shift_size(window_size, True)
+        return self._cached(('seam', window_size),
+                            lambda: seam_mask(padded, window_size, shift, device=self.device))
+
+    def window_plan(self, window_size, shifted, clip=True):
+        """The :class:`~.masks.WindowPlan` of this map (padding-aware partition when :attr:`aware`)."""
+        return self._cached(('windows', window_size, shifted, clip), lambda: window_plan(
+            self.hw_shape, self.batch_size, window_size, shifted, self.regions, clip=clip, device=self.device))
+
+    def downsampled(self, hw_shape, stride):
+        """The map after a stride-``stride`` embedding to ``hw_shape``: each region becomes
+        ``ceil(region / stride)``, at most the new map."""
+        regions = None
+        if self.aware:
+            regions = torch.div(self.regions + stride - 1, stride, rounding_mode='floor')
+            regions = torch.minimum(regions, torch.tensor(hw_shape))
+        return TokenMap(hw_shape, self.batch_size, self.device, regions)
+
+    def __repr__(self):
+        return f'TokenMap(hw_shape={self.hw_shape}, batch_size={self.batch_size}, aware={self.aware})'
