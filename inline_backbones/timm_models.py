@@ -21,8 +21,8 @@ it strictly: anything missing, unexpected or mis-shaped raises
 """
 import logging
 
+import torch
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
-from timm.layers import register_notrace_function
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models._features import feature_take_indices
 from torch import nn
@@ -34,7 +34,7 @@ from .models.stages import iter_stages
 _logger = logging.getLogger(__name__)
 
 
-@register_notrace_function
+@torch.fx.wrap   # a leaf of fx graphs: it branches on sizes
 def to_nhwc(x, tokens):
     """(B, N, C) tokens of the map ``tokens`` -> (B, H, W, C)."""
     return x.view(-1, *tokens.hw_shape, x.shape[-1])

@@ -86,7 +86,8 @@ GROWTH = {'swin-t-global': 2.0}
 
 
 class GlobalSoftmaxAttention(nn.Module):
-    """Softmax attention over every token of the map (the global-window Swin baseline)."""
+    """Softmax attention over every token of the map (the global-window Swin baseline); a token mixer
+    (``mixer(x, tokens)``, see inline_backbones/models/mixers.py) that needs nothing from the map."""
 
     def __init__(self, embed_dims, num_heads):
         super().__init__()
@@ -94,7 +95,7 @@ class GlobalSoftmaxAttention(nn.Module):
         self.qkv = nn.Linear(embed_dims, 3 * embed_dims)
         self.proj = nn.Linear(embed_dims, embed_dims)
 
-    def forward(self, x, hw_shape):
+    def forward(self, x, tokens):
         B, N, C = x.shape
         q, k, v = self.qkv(x).view(B, N, 3, self.num_heads, C // self.num_heads).permute(2, 0, 3, 1, 4)
         return self.proj(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(B, N, C))

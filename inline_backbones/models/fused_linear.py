@@ -22,6 +22,7 @@ import logging
 
 import torch
 import torch.nn.functional as F
+from timm.layers import register_notrace_function
 
 from .graph_mode import exporting_or_tracing
 
@@ -61,6 +62,7 @@ def _onednn_dtype(x, weight):
     return dtype if onednn_linear() is not None else None
 
 
+@register_notrace_function   # a leaf of fx graphs (timm's tracer): it branches on dtype, device and size
 def linear(x, weight, bias=None, gelu=False):
     """``F.linear(x, weight, bias)``, followed by exact GELU if ``gelu``."""
     global _failed

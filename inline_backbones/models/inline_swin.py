@@ -7,7 +7,6 @@ from mmengine.model.weight_init import trunc_normal_
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from timm.layers import register_notrace_function
 
 from ..checkpoint import load_pretrained
 from ..registry import MODELS
@@ -191,8 +190,7 @@ class InLineSwinTransformer(BaseModule):
         """The input checked (size; regions in padding-aware mode), masked outside each image's region,
         through the patch embedding: the tokens and :class:`~.token_map.TokenMap` the first stage takes."""
         regions = _input_regions(x, image_shapes, self.min_input_size, self.padding_aware, type(self).__name__)
-        if regions is not None:
-            x = _mask_pixels(x, regions)
+        x = _mask_pixels(x, regions)
         tokens, hw_shape = self.patch_embed(x)
         return self.drop_after_pos(tokens), _token_map(x, hw_shape, regions, self.patch_size)
 
@@ -215,7 +213,7 @@ class InLineSwinTransformer(BaseModule):
         return tuple(outs)
 
 
-@register_notrace_function
+@torch.fx.wrap   # a leaf of fx graphs: it branches on sizes
 def _input_regions(x, image_shapes, min_input_size, padding_aware, name):
     """Check the input's size; in padding-aware mode return each image's region (B, 2) on the host."""
     H, W = x.shape[-2:]
@@ -233,22 +231,22 @@ def _input_regions(x, image_shapes, min_input_size, padding_aware, name):
     return image_shapes_of(x, image_shapes)
 
 
-@register_notrace_function
+@torch.fx.wrap   # a leaf of fx graphs: it branches on sizes
 def _mask_pixels(x, regions):
-    """Images (B, C, H, W) with zeros outside each image's region."""
+    """Images (B, C, H, W) with zeros outside each image's region (``regions`` None: as they are)."""
     H, W = x.shape[-2:]
-    if fills_map(regions, (H, W)):
+    if regions is None or fills_map(regions, (H, W)):
         return x
     return x * region_mask(regions, (H, W), x.device).view(-1, 1, H, W)
 
 
-@register_notrace_function
+@torch.fx.wrap   # a leaf of fx graphs: it branches on sizes
 def _token_map(images, hw_shape, regions, stride):
     """The map of the tokens of a stride-``stride`` patch embedding of ``images``."""
     return TokenMap(images.shape[-2:], images.shape[0], images.device, regions).downsampled(hw_shape, stride)
 
 
-@register_notrace_function
+@torch.fx.wrap   # a leaf of fx graphs: it branches on sizes
 def to_nchw(x, tokens):
     """(B, N, C) tokens of the map ``tokens`` -> (B, C, H, W), zero outside each image's region."""
     H, W = tokens.hw_shape
