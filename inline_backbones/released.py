@@ -20,3 +20,7 @@ RELEASED_CHECKPOINTS = {
 
 # InLineSwinTransformer ``arch`` name -> its released checkpoint's link.
 SWIN_ARCH_CHECKPOINTS = {arch: RELEASED_CHECKPOINTS[f'inline_swin_{arch[0]}'] for arch in ('tiny', 'small', 'base')}
+
+# InLinePVT ``arch`` name -> its released checkpoint's link.
+PVT_ARCH_CHECKPOINTS = {arch: RELEASED_CHECKPOINTS[f'inline_pvt_{arch[0]}']
+                        for arch in ('tiny', 'small', 'medium', 'large')}

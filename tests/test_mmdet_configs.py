@@ -18,7 +18,9 @@ from inline_backbones.released import RELEASED_CHECKPOINTS  # noqa: E402
 pytestmark = pytest.mark.slow
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 # The fine-tuning example is the 1x Swin-T model with other classes and data: tests/test_finetune.py checks it.
-CONFIGS = sorted(c for c in glob.glob(osp.join(ROOT, 'mmdet_configs', '*.py')) if 'finetune' not in c)
+# The InLine-PVT configs wait for their backbone class (issue 24); tests/test_pvt_recipes.py checks their values.
+CONFIGS = sorted(c for c in glob.glob(osp.join(ROOT, 'mmdet_configs', '*.py'))
+                 if 'finetune' not in c and 'inline-pvt' not in c)
 
 
 def build_detector(cfg):
