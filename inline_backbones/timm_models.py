@@ -26,8 +26,10 @@ from timm.models import build_model_with_cfg, generate_default_cfgs, register_mo
 from timm.models._features import feature_take_indices
 from torch import nn
 
-from .checkpoint import RELEASED_BUFFERS, check_state_dict, extract_state_dict, load_checkpoint_file
+from .checkpoint import extract_state_dict, filter_state_dict
+from .checkpoint import load_pretrained as load_pretrained_file
 from .models import InLineSwinTransformer
+from .models.swin_checkpoint import checkpoint_filter_fn as swin_checkpoint_filter
 
 _logger = logging.getLogger(__name__)
 
@@ -157,28 +159,18 @@ class InLineSwinClassifier(InLineSwinTransformer):
     # ---- released checkpoints -----------------------------------------------------------------------
     def load_pretrained(self, path):
         """Load a released file (or an mmengine / bare state dict file) safely and strictly."""
-        self.load_state_dict(checkpoint_filter_fn(load_checkpoint_file(path), self, source=path), strict=False)
+        load_pretrained_file(self, path, filter_fn=swin_checkpoint_filter)
 
 
 def checkpoint_filter_fn(state_dict, model, source='state dict'):
-    """The checkpoint's state dict as ``model`` takes it, checked strictly.
+    """The checkpoint's state dict as ``model`` takes it, checked strictly (timm's ``pretrained_filter_fn``).
 
-    Unwraps ``{'model': ...}`` / ``{'state_dict': ...}`` and ``module.``, drops the buffers the model
-    rebuilds (``relative_position_index``, ``attn_mask``) and, when the file's head has another number
-    of classes than the model's (``num_classes=N``, or 0), the file's ``head.*`` (the model keeps its
-    new head). Raises :class:`CheckpointMismatchError` if any other key is missing, unexpected or
-    mis-shaped.
+    Unwraps ``{'model': ...}`` / ``{'state_dict': ...}`` and ``module.``, then applies the family's filter
+    (:func:`inline_backbones.models.swin_checkpoint.checkpoint_filter_fn`: drops the rebuilt buffers and,
+    when the file's head has another number of classes than the model's, the file's ``head.*``). Raises
+    :class:`CheckpointMismatchError` if any other key is missing, unexpected or mis-shaped.
     """
-    state_dict = {k: v for k, v in extract_state_dict(state_dict).items() if not k.endswith(RELEASED_BUFFERS)}
-    optional = ()
-    head = state_dict.get('head.weight')
-    if head is not None and head.shape[0] != model.num_classes:
-        _logger.info('checkpoint head has %d classes, the model %d: the head is not loaded',
-                     head.shape[0], model.num_classes)
-        state_dict = {k: v for k, v in state_dict.items() if not k.startswith('head.')}
-        optional = ('head.',)
-    check_state_dict(model, state_dict, source, optional_prefixes=optional)
-    return state_dict
+    return filter_state_dict(model, extract_state_dict(state_dict), source, filter_fn=swin_checkpoint_filter)
 
 
 def _cfg(**kwargs):

@@ -13,6 +13,7 @@ from .blocks import InLineSwinStage, PatchEmbed
 from .graph_mode import exporting
 from .image_regions import downsample_shapes, fills_map, image_shapes_of, region_mask
 from .layout import parse_attn_layout
+from .swin_checkpoint import checkpoint_filter_fn
 
 
 @MODELS.register_module()
@@ -58,6 +59,9 @@ class InLineSwinTransformer(BaseModule):
             loads a released ImageNet checkpoint (or a detector/segmentor one with ``prefix``) strictly:
             see :func:`inline_backbones.checkpoint.load_pretrained`.
     """
+
+    # Key filter of this family's checkpoints (released, timm, mmdet/mmpretrain Swin): used by load_pretrained.
+    checkpoint_filter = staticmethod(checkpoint_filter_fn)
 
     arch_zoo = {
         'tiny': dict(embed_dims=96, depths=[2, 2, 6, 2], num_heads=[3, 6, 12, 24], attn_type='IIIS'),
