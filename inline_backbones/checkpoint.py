@@ -1,4 +1,14 @@
-"""Safe loading of released InLine-Swin checkpoints and of mmengine Runner checkpoints.
+"""Safe, strict loading of checkpoints for every model family (released files, mmengine Runner checkpoints,
+bare state dicts, URLs); nothing here knows a family's keys.
+
+Loading is one pipeline, :func:`load_pretrained`: :func:`load_checkpoint_file` (safe unpickling, download)
+-> :func:`extract_state_dict` (unwrap ``model`` / ``state_dict`` / ``module.``, select ``prefix``) -> the family's
+key filter (:func:`filter_state_dict`) -> :func:`check_state_dict` (every missing, unexpected and mis-shaped key
+is an error naming them). A family filter is a function ``filter_fn(state_dict, model) -> state_dict``, timm's
+``checkpoint_filter_fn`` pattern; it lives beside the family's model (``inline_backbones/models/<family>_checkpoint.py``,
+whose docstring lists the key formats it accepts) and is found as the model's ``checkpoint_filter`` attribute.
+It converts the formats it knows into the model's keys, drops what the model rebuilds or does not have on
+purpose, and says which of the model's keys the file need not hold by returning a :class:`FilteredStateDict`.
 
 Everything goes through ``torch.load(..., weights_only=True)``; nothing turns the protection off.
 
@@ -210,7 +220,7 @@ def load_checkpoint_file(path, sha256=None):
     path = osp.expanduser(path)
     if not osp.isfile(path):
         raise FileNotFoundError(f'checkpoint file not found: {path!r} (set the path to a downloaded '
-                                f'InLine-Swin checkpoint, e.g. inline_swin_t.pth)')
+                                f'checkpoint, e.g. a released inline_swin_t.pth, or to its URL)')
     return _torch_load(path)
 
 
@@ -236,43 +246,80 @@ def extract_state_dict(checkpoint, prefix=None):
     return state_dict
 
 
-# Buffers of the released models that our modules rebuild instead of keeping in their state dicts.
-RELEASED_BUFFERS = ('.relative_position_index', '.attn_mask')
+class FilteredStateDict(dict):
+    """A family filter's result: the state dict in the model's own keys, plus what the strict check needs
+    to know from the family.
+
+    Args:
+        state_dict (dict): ``{key: tensor}`` in the model's keys.
+        optional_prefixes (tuple[str]): prefixes of the model's keys that the file need not hold (they keep
+            the model's own initialisation, e.g. a backbone's output norms or a classifier's new head).
+        hint (str, optional): what to check when the file does not fit (shown in the mismatch error).
+    """
+
+    def __init__(self, state_dict, optional_prefixes=(), hint=None):
+        super().__init__(state_dict)
+        self.optional_prefixes = tuple(optional_prefixes)
+        self.hint = hint
 
 
-def _is_dropped(key):
-    """Keys of the ImageNet model that the backbone drops on purpose: classifier, final norm, buffers."""
-    return key.startswith(('head.', 'norm.')) or key.endswith(RELEASED_BUFFERS)
+def keys_line(title, keys, limit=20):
+    """``'  title (N): k1, k2, ...'``, at most ``limit`` keys (then ``' ...'``): one line of a mismatch message."""
+    return f'  {title} ({len(keys)}): ' + ', '.join(keys[:limit]) + (' ...' if len(keys) > limit else '')
 
 
-def check_state_dict(model, state_dict, source, optional_prefixes=()):
+def check_state_dict(model, state_dict, source, optional_prefixes=(), hint=None):
     """Raise :class:`CheckpointMismatchError` naming every key of ``model`` missing from ``state_dict``
-    (except those starting with ``optional_prefixes``), every unexpected key and every shape mismatch."""
+    (except those starting with ``optional_prefixes``), every unexpected key and every shape mismatch.
+    ``hint`` (e.g. which settings to check) is shown after the model's name."""
     own = model.state_dict()
-    missing = [k for k in own if k not in state_dict and not k.startswith(optional_prefixes)]
+    missing = [k for k in own if k not in state_dict and not k.startswith(tuple(optional_prefixes))]
     unexpected = [k for k in state_dict if k not in own]
     mismatched = [f'{k}: checkpoint {tuple(state_dict[k].shape)} vs model {tuple(own[k].shape)}'
                   for k in state_dict if k in own and state_dict[k].shape != own[k].shape]
     if missing or unexpected or mismatched:
-        lines = [f'checkpoint {str(source)!r} does not fit {type(model).__name__} '
-                 f'(check arch, attn_type and that this is an InLine-Swin checkpoint):']
+        lines = [f'checkpoint {str(source)!r} does not fit {type(model).__name__}' + (f' ({hint})' if hint else '') + ':']
         for title, keys in (('missing in checkpoint', missing), ('unexpected in checkpoint', unexpected),
                             ('shape mismatch', mismatched)):
             if keys:
-                lines.append(f'  {title} ({len(keys)}): ' + ', '.join(keys[:20]) + (' ...' if len(keys) > 20 else ''))
+                lines.append(keys_line(title, keys))
         raise CheckpointMismatchError('\n'.join(lines))
 
 
-def load_pretrained(model, path, prefix=None, optional_prefixes=('norm0.', 'norm1.', 'norm2.', 'norm3.'),
-                    sha256=None):
-    """Load ``path`` into ``model`` strictly: every parameter other than the output norms must come
-    from the file, with the right shape, and the file must hold nothing else than the dropped keys.
-    ``path`` may be a URL (downloaded once, checked against ``sha256`` if given: :func:`download_checkpoint`).
+def _identity_filter(state_dict, model):
+    return state_dict
+
+
+def filter_state_dict(model, state_dict, source='state dict', filter_fn=None):
+    """``state_dict`` (already extracted) through the family filter, checked strictly against ``model``.
+
+    ``filter_fn(state_dict, model)`` defaults to the model's ``checkpoint_filter`` (if it has one), else the
+    identity. Its result may be a :class:`FilteredStateDict` (optional key prefixes, hint); a
+    :class:`CheckpointMismatchError` it raises (e.g. keys in no format it knows) gets ``source`` and the
+    model named. Returns the plain state dict to load (``load_state_dict(..., strict=False)``: what may be
+    missing was decided by the filter and checked here).
+    """
+    if filter_fn is None:
+        filter_fn = getattr(model, 'checkpoint_filter', None) or _identity_filter
+    try:
+        filtered = filter_fn(dict(state_dict), model)
+    except CheckpointMismatchError as err:
+        raise CheckpointMismatchError(f'checkpoint {str(source)!r} does not fit {type(model).__name__}: {err}') from None
+    check_state_dict(model, filtered, source, getattr(filtered, 'optional_prefixes', ()), getattr(filtered, 'hint', None))
+    return dict(filtered)
+
+
+def load_pretrained(model, path, prefix=None, sha256=None, filter_fn=None):
+    """Load ``path`` into ``model`` strictly: the file is read safely (:func:`load_checkpoint_file`; a URL is
+    downloaded once and checked against ``sha256`` if given), its state dict extracted (``prefix``, e.g.
+    ``'backbone.'``, selects and strips keys), passed through the family filter ``filter_fn`` (default: the
+    model's ``checkpoint_filter``, else none) and checked: every parameter of the model that the filter does
+    not declare optional must come from the file, with the right shape, and the file must hold nothing else.
 
     Raises :class:`CheckpointMismatchError` naming the offending keys; returns the keys loaded.
     """
-    state_dict = {k: v for k, v in extract_state_dict(load_checkpoint_file(path, sha256), prefix).items()
-                  if not _is_dropped(k)}
-    check_state_dict(model, state_dict, path, optional_prefixes)
+    state_dict = extract_state_dict(load_checkpoint_file(path, sha256), prefix)
+    state_dict = filter_state_dict(model, state_dict, path, filter_fn)
     model.load_state_dict(state_dict, strict=False)
     return sorted(state_dict)
+

@@ -6,7 +6,7 @@ released model's head: with ``t`` the tokens (B, N, C) out of the last stage,
 ``logits = head(mean_N(norm(t)))`` (LayerNorm ``norm``, average over the N tokens, Linear ``head``).
 Its state dict holds exactly the keys of the released checkpoints (``patch_embed.*``, ``layers.*``,
 ``norm.*``, ``head.*``) except the buffers ``relative_position_index`` and ``attn_mask``, which the
-model rebuilds (:data:`~inline_backbones.checkpoint.RELEASED_BUFFERS`).
+model rebuilds (:data:`~inline_backbones.models.swin_checkpoint.RELEASED_BUFFERS`).
 
 Released files load through timm, as released::
 
@@ -19,7 +19,6 @@ it strictly: anything missing, unexpected or mis-shaped raises
 (N != 1000) keeps a new head; ``features_only=True`` gives the NCHW maps of the stages (timm's
 ``FeatureGetterNet`` over :meth:`InLineSwinClassifier.forward_intermediates`).
 """
-import logging
 
 import torch
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
@@ -27,11 +26,12 @@ from timm.models import build_model_with_cfg, generate_default_cfgs, register_mo
 from timm.models._features import feature_take_indices
 from torch import nn
 
-from .checkpoint import RELEASED_BUFFERS, check_state_dict, extract_state_dict, load_checkpoint_file
+from .checkpoint import extract_state_dict, filter_state_dict
+from .checkpoint import load_pretrained as load_pretrained_file
 from .models import InLineSwinTransformer
 from .models.stages import iter_stages
+from .models.swin_checkpoint import checkpoint_filter_fn as swin_checkpoint_filter
 
-_logger = logging.getLogger(__name__)
 
 
 @torch.fx.wrap   # a leaf of fx graphs: it branches on sizes
@@ -152,28 +152,18 @@ class InLineSwinClassifier(InLineSwinTransformer):
     # ---- released checkpoints -----------------------------------------------------------------------
     def load_pretrained(self, path):
         """Load a released file (or an mmengine / bare state dict file) safely and strictly."""
-        self.load_state_dict(checkpoint_filter_fn(load_checkpoint_file(path), self, source=path), strict=False)
+        load_pretrained_file(self, path, filter_fn=swin_checkpoint_filter)
 
 
 def checkpoint_filter_fn(state_dict, model, source='state dict'):
-    """The checkpoint's state dict as ``model`` takes it, checked strictly.
+    """The checkpoint's state dict as ``model`` takes it, checked strictly (timm's ``pretrained_filter_fn``).
 
-    Unwraps ``{'model': ...}`` / ``{'state_dict': ...}`` and ``module.``, drops the buffers the model
-    rebuilds (``relative_position_index``, ``attn_mask``) and, when the file's head has another number
-    of classes than the model's (``num_classes=N``, or 0), the file's ``head.*`` (the model keeps its
-    new head). Raises :class:`CheckpointMismatchError` if any other key is missing, unexpected or
-    mis-shaped.
+    Unwraps ``{'model': ...}`` / ``{'state_dict': ...}`` and ``module.``, then applies the family's filter
+    (:func:`inline_backbones.models.swin_checkpoint.checkpoint_filter_fn`: drops the rebuilt buffers and,
+    when the file's head has another number of classes than the model's, the file's ``head.*``). Raises
+    :class:`CheckpointMismatchError` if any other key is missing, unexpected or mis-shaped.
     """
-    state_dict = {k: v for k, v in extract_state_dict(state_dict).items() if not k.endswith(RELEASED_BUFFERS)}
-    optional = ()
-    head = state_dict.get('head.weight')
-    if head is not None and head.shape[0] != model.num_classes:
-        _logger.info('checkpoint head has %d classes, the model %d: the head is not loaded',
-                     head.shape[0], model.num_classes)
-        state_dict = {k: v for k, v in state_dict.items() if not k.startswith('head.')}
-        optional = ('head.',)
-    check_state_dict(model, state_dict, source, optional_prefixes=optional)
-    return state_dict
+    return filter_state_dict(model, extract_state_dict(state_dict), source, filter_fn=swin_checkpoint_filter)
 
 
 def _cfg(**kwargs):

@@ -7,7 +7,6 @@ from mmengine.model.weight_init import trunc_normal_
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-
 from ..checkpoint import load_pretrained
 from ..registry import MODELS
 from .blocks import PatchEmbed, PatchMerging
@@ -17,6 +16,7 @@ from .layout import parse_attn_layout
 from .masks import fills_map, region_mask
 from .stages import Stage, iter_stages
 from .token_map import TokenMap
+from .swin_checkpoint import checkpoint_filter_fn
 
 
 @MODELS.register_module()
@@ -62,6 +62,9 @@ class InLineSwinTransformer(BaseModule):
             loads a released ImageNet checkpoint (or a detector/segmentor one with ``prefix``) strictly:
             see :func:`inline_backbones.checkpoint.load_pretrained`.
     """
+
+    # Key filter of this family's checkpoints (released, timm, mmdet/mmpretrain Swin): used by load_pretrained.
+    checkpoint_filter = staticmethod(checkpoint_filter_fn)
 
     arch_zoo = {
         'tiny': dict(embed_dims=96, depths=[2, 2, 6, 2], num_heads=[3, 6, 12, 24], attn_type='IIIS'),
