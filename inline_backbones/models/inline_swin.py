@@ -10,11 +10,8 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from ..checkpoint import load_pretrained
 from ..registry import MODELS
 from .blocks import PatchEmbed, PatchMerging
-from .graph_mode import exporting
-from .image_regions import image_shapes_of
 from .layout import parse_attn_layout
-from .masks import fills_map, region_mask
-from .stages import Stage, iter_stages
+from .stages import Stage, iter_stages, to_nchw
 from .token_map import TokenMap
 from .swin_checkpoint import checkpoint_filter_fn
 
@@ -189,11 +186,9 @@ class InLineSwinTransformer(BaseModule):
                     m.eval()
         return self
 
-    def stem(self, x, image_shapes=None):
-        """The input checked (size; regions in padding-aware mode), masked outside each image's region,
-        through the patch embedding: the tokens and :class:`~.token_map.TokenMap` the first stage takes."""
-        regions = _input_regions(x, image_shapes, self.min_input_size, self.padding_aware, type(self).__name__)
-        x = _mask_pixels(x, regions)
+    def stem(self, x, regions):
+        """Patch embedding of the (checked, masked) images: the tokens and :class:`~.token_map.TokenMap`
+        the first stage takes (``regions``: each image's pixels in padding-aware mode, else None)."""
         tokens, hw_shape = self.patch_embed(x)
         return self.drop_after_pos(tokens), _token_map(x, hw_shape, regions, self.patch_size)
 
@@ -217,41 +212,6 @@ class InLineSwinTransformer(BaseModule):
 
 
 @torch.fx.wrap   # a leaf of fx graphs: it branches on sizes
-def _input_regions(x, image_shapes, min_input_size, padding_aware, name):
-    """Check the input's size; in padding-aware mode return each image's region (B, 2) on the host."""
-    H, W = x.shape[-2:]
-    if min(H, W) < min_input_size:
-        raise ValueError(f'input of {H}x{W} pixels is too small for {name}: each side must be at least '
-                         f'{min_input_size} (the stride of the last stage)')
-    if not padding_aware:
-        if image_shapes is not None:
-            raise ValueError('image_shapes is only used in padding-aware mode (padding_aware=True)')
-        return None
-    if exporting():
-        raise NotImplementedError(
-            'padding-aware mode (padding_aware=True) is not supported for export: its masks and windows '
-            "depend on each image's own size, a data-dependent shape; export with padding_aware=False")
-    return image_shapes_of(x, image_shapes)
-
-
-@torch.fx.wrap   # a leaf of fx graphs: it branches on sizes
-def _mask_pixels(x, regions):
-    """Images (B, C, H, W) with zeros outside each image's region (``regions`` None: as they are)."""
-    H, W = x.shape[-2:]
-    if regions is None or fills_map(regions, (H, W)):
-        return x
-    return x * region_mask(regions, (H, W), x.device).view(-1, 1, H, W)
-
-
-@torch.fx.wrap   # a leaf of fx graphs: it branches on sizes
 def _token_map(images, hw_shape, regions, stride):
     """The map of the tokens of a stride-``stride`` patch embedding of ``images``."""
     return TokenMap(images.shape[-2:], images.shape[0], images.device, regions).downsampled(hw_shape, stride)
-
-
-@torch.fx.wrap   # a leaf of fx graphs: it branches on sizes
-def to_nchw(x, tokens):
-    """(B, N, C) tokens of the map ``tokens`` -> (B, C, H, W), zero outside each image's region."""
-    H, W = tokens.hw_shape
-    x = tokens.mask_outside(x)
-    return x.view(-1, H, W, x.shape[-1]).permute(0, 3, 1, 2).contiguous()

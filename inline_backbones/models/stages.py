@@ -1,13 +1,22 @@
 """A stage (optional embedding, blocks, optional downsampling) and the one stage loop that the
 mmdet/mmseg backbones, the timm classifiers and the attention analysis all run.
 
-A backbone provides ``stem(x, image_shapes) -> (x, tokens)`` (the input checked, and what the first
-stage takes, with its :class:`~.token_map.TokenMap`) and ``layers``, a list of :class:`Stage`.
-:func:`iter_stages` runs them and yields each stage's output tokens with their map.
+A backbone provides ``min_input_size``, ``padding_aware``, ``stem(x, regions) -> (x, tokens)`` (what the
+first stage takes, with its :class:`~.token_map.TokenMap`) and ``layers``, a list of :class:`Stage`.
+:func:`iter_stages` checks the input, finds each image's region in padding-aware mode, masks the pixels
+outside it, runs the stem and the stages, and yields each stage's output tokens with their map.
+
+The helpers that branch on sizes or on data are leaves of fx graphs (``torch.fx.wrap`` here; timm's
+notrace registry for :func:`to_nchw`, which other modules call).
 """
+import torch
+from timm.layers import register_notrace_function
 from torch import nn
 
 from .blocks import TransformerBlock
+from .graph_mode import exporting
+from .image_regions import image_shapes_of
+from .masks import fills_map, region_mask
 
 
 class Stage(nn.Module):
@@ -44,8 +53,46 @@ class Stage(nn.Module):
 
 def iter_stages(model, x, image_shapes=None, stop=None):
     """Run ``model.stem`` and ``model.layers`` (up to index ``stop``) on the images ``x``; yield each
-    stage's output tokens (B, N, C) and :class:`~.token_map.TokenMap`."""
-    x, tokens = model.stem(x, image_shapes)
+    stage's output tokens (B, N, C) and :class:`~.token_map.TokenMap`. ``image_shapes``: each image's
+    own (height, width) in padding-aware mode (else found as :func:`.image_regions.image_shapes_of` says)."""
+    regions = input_regions(x, image_shapes, model.min_input_size, model.padding_aware, type(model).__name__)
+    x, tokens = model.stem(mask_pixels(x, regions), regions)
     for stage in model.layers[:None if stop is None else stop + 1]:
         out, out_tokens, x, tokens = stage(x, tokens)
         yield out, out_tokens
+
+
+@torch.fx.wrap
+def input_regions(x, image_shapes, min_input_size, padding_aware, name):
+    """Check the input's size; in padding-aware mode return each image's region (B, 2) on the host."""
+    H, W = x.shape[-2:]
+    if min(H, W) < min_input_size:
+        raise ValueError(f'input of {H}x{W} pixels is too small for {name}: each side must be at least '
+                         f'{min_input_size} (the stride of the last stage)')
+    if not padding_aware:
+        if image_shapes is not None:
+            raise ValueError('image_shapes is only used in padding-aware mode (padding_aware=True)')
+        return None
+    if exporting():
+        raise NotImplementedError(
+            'padding-aware mode (padding_aware=True) is not supported for export: its masks and windows '
+            "depend on each image's own size, a data-dependent shape; export with padding_aware=False")
+    return image_shapes_of(x, image_shapes)
+
+
+@torch.fx.wrap
+def mask_pixels(x, regions):
+    """Images (B, C, H, W) with zeros outside each image's region (``regions`` None: as they are)."""
+    H, W = x.shape[-2:]
+    if regions is None or fills_map(regions, (H, W)):
+        return x
+    return x * region_mask(regions, (H, W), x.device).view(-1, 1, H, W)
+
+
+@register_notrace_function
+@torch.fx.wrap
+def to_nchw(x, tokens):
+    """(B, N, C) tokens of the map ``tokens`` -> (B, C, H, W), zero outside each image's region."""
+    H, W = tokens.hw_shape
+    x = tokens.mask_outside(x)
+    return x.view(-1, H, W, x.shape[-1]).permute(0, 3, 1, 2).contiguous()
