@@ -37,6 +37,8 @@ from typing import NamedTuple, Optional, Tuple
 
 import torch
 
+from .graph_mode import exporting
+
 SEAM_VALUE = -100.0
 
 
@@ -50,13 +52,19 @@ def region_mask(shapes, hw_shape, device=None):
 
 
 def fills_map(shapes, hw_shape):
-    """True when every image covers the whole H x W map (nothing to mask)."""
+    """True when every image covers the whole H x W map (nothing to mask); False under export, where the
+    regions are a graph input (the masks are then always applied)."""
+    if exporting():
+        return False
     return bool((shapes[:, 0] >= hw_shape[0]).all() and (shapes[:, 1] >= hw_shape[1]).all())
 
 
 def shift_sizes(heights, widths, window_size):
-    """The shift rule: ``ws // 2`` where ``min(h, w) > ws``, else 0 (int tensors, one entry per map)."""
-    return torch.where(torch.minimum(heights, widths) > window_size, window_size // 2, 0)
+    """The shift rule: ``ws // 2`` where ``min(h, w) > ws``, else 0; for one map (ints: a size guard under
+    export) or per image (int tensors)."""
+    if isinstance(heights, torch.Tensor):
+        return torch.where(torch.minimum(heights, widths) > window_size, window_size // 2, 0)
+    return window_size // 2 if min(heights, widths) > window_size else 0
 
 
 def seam_mask(hw_padded, window_size, shift_size, device=None):
@@ -86,23 +94,31 @@ def window_plan(hw_shape, batch_size, window_size, shift, region_shapes=None, cl
     B, ws = batch_size, window_size
     aware = region_shapes is not None
     # What decides the partition's size is computed on the host (the shapes are small host tensors), so
-    # building a plan never waits for the device; the index maps are built on ``device``.
+    # building a plan never waits for the device; the index maps are built on ``device``. Under export the
+    # regions are a graph input: the canvas takes its largest size for any regions (the extra windows hold
+    # masked cells only) and every plan has a mask, so the graph's shapes do not depend on the regions.
+    static = aware and exporting()
     if aware:
-        region_shapes = region_shapes.cpu()
+        region_shapes = region_shapes.to('cpu' if not static else device)
         heights, widths = region_shapes[:, 0], region_shapes[:, 1]
+        shifts = shift_sizes(heights, widths, ws) if shift else torch.zeros_like(heights)
+        rolls = shift if static else bool(shifts.any())
     else:
         heights, widths = torch.full((B,), H), torch.full((B,), W)
-    shifts = shift_sizes(heights, widths, ws) if shift else torch.zeros_like(heights)
-    rolls = bool(shifts.any())
+        rolls = bool(shift and shift_sizes(H, W, ws))
+        shifts = torch.full((B,), ws // 2 if rolls else 0)
     window_hw = (min(ws, H), min(ws, W)) if clip and not rolls else (ws, ws)
     # Canvas cell (r, c) of image b holds its token (r - o_b, c - o_b): plain = a roll by -s (o = -s,
     # modulo the canvas); padding-aware = the image placed at offset o = (ws - s) % ws, rest masked.
     offsets = (ws - shifts) % ws if aware else -shifts
-    extra = int(offsets.max()) if aware else 0
+    if static:
+        extra = (ws - ws // 2) % ws if shift else 0
+    else:
+        extra = int(offsets.max()) if aware else 0
     canvas_h = H + extra + (-(H + extra)) % window_hw[0]
     canvas_w = W + extra + (-(W + extra)) % window_hw[1]
     # Every cell of every window holds an own token: nothing to mask.
-    fills = bool(((offsets == 0) & (heights == canvas_h) & (widths == canvas_w)).all())
+    fills = not static and bool(((offsets == 0) & (heights == canvas_h) & (widths == canvas_w)).all())
     heights, widths, offsets = heights.to(device), widths.to(device), offsets.to(device)
     o = offsets[:, None]
     src_r = torch.arange(canvas_h, device=device) - o                               # (B, canvas_h)

@@ -54,10 +54,7 @@ class TokenMap:
 
     def shift_size(self, window_size, shifted):
         """The shift of a (shifted) window block on this map: the rule of :func:`.masks.shift_sizes`."""
-        if not shifted:
-            return 0
-        H, W = self.hw_shape
-        return int(shift_sizes(torch.tensor([H]), torch.tensor([W]), window_size)[0])
+        return shift_sizes(*self.hw_shape, window_size) if shifted else 0
 
     def seam_mask(self, window_size):
         """Swin's seam mask for this map padded to window multiples, rolled by the shift."""
@@ -77,7 +74,7 @@ class TokenMap:
         regions = None
         if self.aware:
             regions = torch.div(self.regions + stride - 1, stride, rounding_mode='floor')
-            regions = torch.minimum(regions, torch.tensor(hw_shape))
+            regions = torch.stack((regions[:, 0].clamp(max=hw_shape[0]), regions[:, 1].clamp(max=hw_shape[1])), 1)
         return TokenMap(hw_shape, self.batch_size, self.device, regions)
 
     def __repr__(self):
