@@ -11,7 +11,7 @@ from ..checkpoint import load_pretrained
 from ..registry import MODELS
 from .blocks import InLineSwinStage, PatchEmbed
 from .graph_mode import exporting
-from .image_regions import downsample_shapes, fills_map, image_shapes_of, region_mask
+from .image_regions import downsample_shapes, fills_map, image_shapes_of, region_mask, split_regions
 from .layout import parse_attn_layout
 
 
@@ -190,6 +190,9 @@ class InLineSwinTransformer(BaseModule):
         is ``ceil(shape / stride)``). Without the mode, ``image_shapes`` must be None. Export (``torch.export``,
         either ONNX exporter) of the mode raises NotImplementedError.
         """
+        x, carried = split_regions(x)      # a plain tensor from here on (no subclass dispatch per op)
+        if image_shapes is None and self.padding_aware:
+            image_shapes = carried
         H, W = x.shape[-2:]
         if min(H, W) < self.min_input_size:
             raise ValueError(f'input of {H}x{W} pixels is too small for {type(self).__name__}: each side '
