@@ -65,7 +65,7 @@ def test_inline_swin_t_backbone_in_fp16_autocast_at_800x1344_with_two_image_size
     x = torch.randn(2, 3, 800, 1344)
     x[:, 1] += 1.
     x[:, 2] += 2.
-    x = x * region_mask(torch.tensor(shapes), (800, 1344), torch.float32).view(2, 1, 800, 1344)
+    x = x * region_mask(torch.tensor(shapes), (800, 1344)).float().view(2, 1, 800, 1344)
     with torch.no_grad():
         ref = model(x, image_shapes=shapes)
         with torch.autocast('cpu', dtype=torch.float16):

@@ -15,7 +15,7 @@ from torch import nn
 
 from .blocks import TransformerBlock
 from .graph_mode import exporting
-from .image_regions import image_shapes_of
+from .image_regions import image_shapes_of, split_regions
 from .masks import fills_map, region_mask
 
 
@@ -55,6 +55,9 @@ def iter_stages(model, x, image_shapes=None, stop=None):
     """Run ``model.stem`` and ``model.layers`` (up to index ``stop``) on the images ``x``; yield each
     stage's output tokens (B, N, C) and :class:`~.token_map.TokenMap`. ``image_shapes``: each image's
     own (height, width) in padding-aware mode (else found as :func:`.image_regions.image_shapes_of` says)."""
+    x, carried = split_regions(x)      # a plain tensor from here on (regions a batch carries: image_regions.py)
+    if image_shapes is None:
+        image_shapes = carried if model.padding_aware else None
     regions = input_regions(x, image_shapes, model.min_input_size, model.padding_aware, type(model).__name__)
     x, tokens = model.stem(mask_pixels(x, regions), regions)
     for stage in model.layers[:None if stop is None else stop + 1]:
@@ -73,10 +76,13 @@ def input_regions(x, image_shapes, min_input_size, padding_aware, name):
         if image_shapes is not None:
             raise ValueError('image_shapes is only used in padding-aware mode (padding_aware=True)')
         return None
-    if exporting():
-        raise NotImplementedError(
-            'padding-aware mode (padding_aware=True) is not supported for export: its masks and windows '
-            "depend on each image's own size, a data-dependent shape; export with padding_aware=False")
+    if exporting():   # the regions are a graph input: no data-dependent checks (masks.py builds static shapes)
+        if not isinstance(image_shapes, torch.Tensor):
+            raise NotImplementedError(
+                "padding-aware export takes each image's (height, width) as a graph input: export "
+                'backbone(x, image_shapes) with image_shapes a (B, 2) integer tensor (inference from zeros '
+                'and Python lists are not exportable)')
+        return image_shapes.long().reshape(-1, 2)
     return image_shapes_of(x, image_shapes)
 
 
