@@ -12,8 +12,10 @@ Two exporters of torch (``torch.onnx.export``), both at opset :data:`OPSET`:
   example's size, then translation. Fixed size only: :func:`export_onnx` refuses ``dynamic`` with it (torch
   itself refuses InLine's dynamic depthwise convolution with dynamic axes).
 
-Padding-aware backbones refuse export (their masks depend on each image's size, a data-dependent shape).
-The outputs of a file are compared with eager PyTorch by :func:`relative_errors`.
+Padding-aware backbones export with each image's ``(height, width)`` as a second graph input
+(``image_shapes``, a (B, 2) int64 tensor; the masks and window partitions are then built in the graph,
+with shapes that do not depend on the regions); without it they refuse. The outputs of a file are compared
+with eager PyTorch by :func:`relative_errors`.
 """
 import os
 
@@ -49,9 +51,10 @@ def size_dims(min_hw, max_hw):
     return ({2: dims[0], 3: dims[1]},)
 
 
-def export_onnx(model, x, path, exporter='dynamo', dynamic=None):
+def export_onnx(model, x, path, exporter='dynamo', dynamic=None, image_shapes=None):
     """Write ``model`` (eval mode) on the example input ``x`` to the ONNX file ``path`` through
-    ``exporter``; ``dynamic=((min_h, min_w), (max_h, max_w))`` makes H and W symbolic (dynamo only)."""
+    ``exporter``; ``dynamic=((min_h, min_w), (max_h, max_w))`` makes H and W symbolic (dynamo only).
+    ``image_shapes`` (a padding-aware backbone): the example's regions, exported as the second input."""
     if exporter not in EXPORTERS:
         raise ValueError(f'exporter must be one of {EXPORTERS}, got {exporter!r}')
     if model.training:
@@ -60,20 +63,22 @@ def export_onnx(model, x, path, exporter='dynamo', dynamic=None):
         raise NotImplementedError(
             'InLine attention in windows (inline_window_size) exports at a fixed size only: with dynamic sizes '
             'the window count is symbolic, and ONNX convolutions need a constant group count')
-    if exporter == 'torchscript':
-        if dynamic is not None:
-            raise ValueError("the TorchScript exporter exports one fixed size here (it traces at the example's "
+    if exporter == 'torchscript' and dynamic is not None:
+        raise ValueError("the TorchScript exporter exports one fixed size here (it traces at the example's "
                              "size and cannot export InLine's dynamic depthwise convolution with dynamic axes): "
                              "use exporter='dynamo' for dynamic sizes")
-        torch.onnx.export(model, (x,), path, dynamo=False, opset_version=OPSET, input_names=['input'])
+    args, names = ((x,), ['input']) if image_shapes is None else ((x, image_shapes), ['input', 'image_shapes'])
+    if exporter == 'torchscript':
+        torch.onnx.export(model, args, path, dynamo=False, opset_version=OPSET, input_names=names)
         return
-    torch.onnx.export(model, (x,), path, dynamo=True, opset_version=OPSET, input_names=['input'],
-                      dynamic_shapes=None if dynamic is None else size_dims(*dynamic), external_data=False)
+    dynamic_shapes = None if dynamic is None else size_dims(*dynamic) + (None,) * (len(args) - 1)
+    torch.onnx.export(model, args, path, dynamo=True, opset_version=OPSET, input_names=names,
+                      dynamic_shapes=dynamic_shapes, external_data=False)
     if dynamic is not None:
-        check_range_corners(model, x, path, dynamic)
+        check_range_corners(model, x, path, dynamic, image_shapes is not None)
 
 
-def check_range_corners(model, x, path, dynamic, tolerance=1e-4):
+def check_range_corners(model, x, path, dynamic, with_shapes=False, tolerance=1e-4):
     """Delete the file and raise ValueError unless it gives eager's numbers at both corners of the range.
 
     ``torch.export`` silently keeps the branch taken at the example's size when a choice made from a
@@ -85,15 +90,20 @@ def check_range_corners(model, x, path, dynamic, tolerance=1e-4):
     session = onnxruntime_session(path)
     for hw in dynamic:
         corner = torch.randn(*x.shape[:2], *hw)
+        inputs = (corner, torch.tensor([hw] * x.shape[0])) if with_shapes else (corner,)   # images fill the corner
         with torch.no_grad():
-            error = max(relative_errors(run_onnx(session, corner), flat_outputs(model(corner))))
-        if error > tolerance:
+            try:
+                error = max(relative_errors(run_onnx(session, *inputs), flat_outputs(model(*inputs))))
+            except Exception as err:  # noqa: BLE001 - a shape specialised at the example's size fails to run
+                error = f'{type(err).__name__}: {str(err)[:300]}'
+        if isinstance(error, str) or error > tolerance:
             del session
             os.remove(path)
             raise ValueError(
                 f'the dynamic range {dynamic[0]} .. {dynamic[1]} crosses a choice the model makes from its feature '
                 f'map sizes (e.g. shifted windows only on maps larger than the window): the export disagrees with '
-                f'eager at {hw[0]}x{hw[1]} (relative error {error:.1e}); export a narrower range (file deleted)')
+                f'eager at {hw[0]}x{hw[1]} ({error if isinstance(error, str) else f"relative error {error:.1e}"}); '
+                f'export a narrower range (file deleted)')
 
 
 def onnxruntime_session(path, threads=None):
@@ -106,9 +116,9 @@ def onnxruntime_session(path, threads=None):
     return ort.InferenceSession(str(path), options, providers=['CPUExecutionProvider'])
 
 
-def run_onnx(session, x):
-    """The file's outputs on ``x`` as numpy arrays."""
-    return session.run(None, {session.get_inputs()[0].name: x.numpy()})
+def run_onnx(session, *inputs):
+    """The file's outputs on ``inputs`` (the images, then the regions if exported with them) as numpy arrays."""
+    return session.run(None, {i.name: x.numpy() for i, x in zip(session.get_inputs(), inputs)})
 
 
 def flat_outputs(outputs):

@@ -141,11 +141,30 @@ def test_mask_rcnn_config_features_export(exporter, onnx_stack, tmp_path):
 
 
 @pytest.mark.parametrize('exporter', ['dynamo', 'torchscript'])
-def test_padding_aware_export_is_refused(exporter, onnx_stack, tmp_path):
+def test_padding_aware_backbone_exports_with_the_regions_as_an_input(exporter, onnx_stack, tmp_path):
+    """The regions are the second input: the file gives each image's own features for other regions (and,
+    dynamo, another size) than the example's; without the regions export is refused."""
     model = small_backbone('tiny', padding_aware=True)
-    with pytest.raises(Exception, match='padding-aware mode'):
-        export_onnx(model, torch.randn(1, 3, *SIZE), tmp_path / 'model.onnx', exporter)
-    assert not (tmp_path / 'model.onnx').exists()
+    with pytest.raises(Exception, match='image_shapes a \\(B, 2\\) integer tensor'):   # wrapped by the dynamo exporter
+        export_onnx(model, torch.randn(1, 3, *SIZE), tmp_path / 'refused.onnx', exporter)
+    assert not (tmp_path / 'refused.onnx').exists()
+    # The windows of a padding-aware map lie on a canvas a shift larger than the map: at these sizes every
+    # stage has at least two windows per side (a count of 1 at the example's size would be specialised).
+    size, second = (128, 160), (160, 192)
+    x, shapes = torch.randn(2, 3, *size), torch.tensor([size, (size[0] - 40, size[1] - 70)])
+    dynamic = (size, second) if exporter == 'dynamo' else None
+    export_onnx(model, x, tmp_path / 'model.onnx', exporter, dynamic=dynamic, image_shapes=shapes)
+    session = onnxruntime_session(tmp_path / 'model.onnx')
+    cases = [(size, [(size[0] - 9, size[1] - 33), (33, 45)])]
+    if dynamic:
+        cases.append((second, [(second[0] - 17, 70), second]))
+    for hw, regions in cases:
+        regions = torch.tensor(regions)
+        images = torch.randn(2, 3, *hw)
+        with torch.no_grad():
+            reference = eager(lambda t: model(t, image_shapes=regions), images)
+        errors = relative_errors(run_onnx(session, images, regions), reference)
+        assert len(errors) == 4 and max(errors) < TOL, (hw, errors)
 
 
 @pytest.mark.slow
@@ -169,7 +188,8 @@ def test_torchscript_exporter_refuses_dynamic_sizes(onnx_stack, tmp_path):
 
 @pytest.mark.slow
 def test_export_tool_end_to_end(onnx_stack, tmp_path):
-    """tools/export_onnx.py on the small Mask R-CNN config: refuses its padding-aware backbone, then exports
+    """tools/export_onnx.py on the small Mask R-CNN config: refuses its padding-aware backbone (extract_feat has no
+    regions input), then exports
     backbone + neck with dynamic sizes and prints the errors at both sizes and both latencies."""
     import re
     import subprocess
@@ -180,7 +200,7 @@ def test_export_tool_end_to_end(onnx_stack, tmp_path):
                '--dynamic', '64', '96', '96', '128', '--repeats', '1', '--out', str(tmp_path / 'det.onnx')]
     env = {**os.environ, 'PYTHONWARNINGS': 'ignore'}
     refused = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
-    assert refused.returncode != 0 and 'padding-aware mode' in refused.stderr, refused.stderr[-2000:]
+    assert refused.returncode != 0 and 'padding-aware export takes' in refused.stderr, refused.stderr[-2000:]
     done = subprocess.run(command + ['--cfg-options', 'model.backbone.padding_aware=False'], capture_output=True,
                           text=True, timeout=600, env=env)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]

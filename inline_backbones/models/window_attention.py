@@ -106,12 +106,7 @@ class WindowAttention(nn.Module):
             bias = (bias + mask.unsqueeze(1)).repeat(B, 1, 1, 1)
         else:                                                                      # (1, h, L, L)
             bias = bias.unsqueeze(0)
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=bias.to(q.dtype), dropout_p=self.attn_drop_rate if self.training else 0.)
-        if exporting():
-            # SDPA's output memory layout differs between the CPU kernel and the ONNX exporter's
-            # decompositions, which then fail to replay the reshape below: fix it with a copy.
-            out = out.clone(memory_format=torch.contiguous_format)
+        out = self._sdpa(q, k, v, bias)
         out = linear(out.transpose(1, 2).reshape(B, nW, L, C), self.proj.weight, self.proj.bias)
         out = self.proj_drop(out)
 
@@ -131,10 +126,19 @@ class WindowAttention(nn.Module):
         if plan.mask is not None:
             outside = torch.finfo(q.dtype).min / 2
             bias = bias + (~plan.mask).transpose(1, 2).unsqueeze(1).float() * outside  # (B*nW, h, L, L)
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=bias.to(q.dtype), dropout_p=self.attn_drop_rate if self.training else 0.)
+        out = self._sdpa(q, k, v, bias)
         out = self.proj_drop(linear(out.transpose(1, 2).reshape(-1, L, C), self.proj.weight, self.proj.bias))
         return from_windows(out, plan, B)
+
+    def _sdpa(self, q, k, v, bias):
+        """Softmax attention of the (windows, h, L, d) q, k, v with the additive ``bias``."""
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=bias.to(q.dtype), dropout_p=self.attn_drop_rate if self.training else 0.)
+        if exporting():
+            # SDPA's output memory layout differs between the CPU kernel and the ONNX exporter's
+            # decompositions, which then fail to replay the reshapes that follow: fix it with a copy.
+            out = out.clone(memory_format=torch.contiguous_format)
+        return out
 
     def extra_repr(self):
         return (f'embed_dims={self.embed_dims}, num_heads={self.num_heads}, window_size={self.window_size}'
