@@ -1,0 +1,112 @@
+"""Graph capture of the backbone and the timm classifiers: torch.fx symbolic tracing (timm's
+``create_feature_extractor``, torchvision's with timm's notrace lists) and torch.export at dynamic sizes,
+with and without padding-aware mode; and the core imports no mmcv."""
+import subprocess
+import sys
+
+import pytest
+import timm
+import torch
+from padding_cases import small_backbone
+from timm.layers import get_notrace_functions, get_notrace_modules
+
+from inline_backbones.export import size_dims
+
+TINY_TIMM = dict(depths=(1, 1, 2, 1), embed_dims=32, num_heads=(1, 2, 4, 8))
+
+
+def relative(a, b):
+    return float((a - b).abs().max() / b.abs().max())
+
+
+def classifier(**kwargs):
+    torch.manual_seed(0)
+    return timm.create_model('inline_swin_tiny', **TINY_TIMM, **kwargs).eval()
+
+
+def test_fx_graph_of_the_classifier_gives_its_logits():
+    from timm.models import create_feature_extractor, get_graph_node_names
+
+    model = classifier()
+    nodes = get_graph_node_names(model)[1]
+    assert nodes[-1] == 'head' and 'to_nhwc' in nodes and 'layers.0.blocks.0.attn' in nodes   # mixers are leaves
+    graph = create_feature_extractor(model, return_nodes={'head': 'logits', 'to_nhwc': 'features'})
+    x = torch.randn(1, 3, 64, 96)
+    with torch.no_grad():
+        out = graph(x)
+        torch.testing.assert_close(out['logits'], model(x), rtol=0, atol=0)
+        torch.testing.assert_close(out['features'], model.forward_features(x), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize('kwargs', [dict(), dict(padding_aware=True), dict(inline_window_size=4)])
+def test_torchvision_feature_extractor_on_the_backbone(kwargs):
+    """torchvision's fx feature extractor, given timm's notrace lists, returns the backbone's maps (padding-aware:
+    with each image's region inferred inside the leaf that reads it)."""
+    from torchvision.models.feature_extraction import create_feature_extractor
+
+    model = small_backbone('base', **kwargs)
+    tracer = dict(leaf_modules=list(get_notrace_modules()), autowrap_functions=list(get_notrace_functions()))
+    graph = create_feature_extractor(model, return_nodes={'to_nchw': 'c2', 'to_nchw_3': 'c5'}, tracer_kwargs=tracer)
+    x = torch.randn(2, 3, 96, 128)
+    x[1, :, 70:] = 0
+    x[1, :, :, 100:] = 0
+    with torch.no_grad():
+        out, ref = graph(x), model(x)
+    torch.testing.assert_close(out['c2'], ref[0], rtol=0, atol=0)
+    torch.testing.assert_close(out['c5'], ref[3], rtol=0, atol=0)
+
+
+def _export(model, args, dynamic_shapes):
+    return torch.export.export(model, args, dynamic_shapes=dynamic_shapes)
+
+
+@pytest.mark.slow
+def test_torch_export_backbone_dynamic_sizes():
+    model = small_backbone('base')            # IIMS2: global InLine, InLine and softmax in one stage, softmax
+    program = _export(model, (torch.randn(1, 3, 256, 288),), size_dims((256, 256), (320, 352)))
+    for hw in [(256, 288), (320, 352), (288, 256)]:
+        x = torch.randn(1, 3, *hw)
+        with torch.no_grad():
+            errors = [relative(a, b) for a, b in zip(program.module()(x), model(x))]
+        assert len(errors) == 4 and max(errors) < 1e-5, (hw, errors)
+
+
+@pytest.mark.slow
+def test_torch_export_padding_aware_backbone_with_regions_as_input():
+    """One exported graph serves other regions and another size; a batch's images stay independent."""
+    model = small_backbone('small', padding_aware=True)
+    x, shapes = torch.randn(2, 3, 128, 160), torch.tensor([[128, 160], [100, 90]])
+    program = _export(model, (x, shapes), size_dims((128, 160), (160, 192)) + (None,))
+    for hw, regions in [((128, 160), [[97, 123], [128, 41]]), ((160, 192), [[160, 192], [70, 150]])]:
+        x, regions = torch.randn(2, 3, *hw), torch.tensor(regions)
+        with torch.no_grad():
+            errors = [relative(a, b) for a, b in zip(program.module()(x, regions), model(x, image_shapes=regions))]
+        assert max(errors) < 1e-5, (hw, errors)
+
+
+@pytest.mark.slow
+def test_torch_export_classifier_and_its_features():
+    model = classifier()
+    # from 256 pixels up the last stage is shifted and cut into two windows per side: one graph serves the range
+    program = _export(model, (torch.randn(1, 3, 256, 288),), size_dims((256, 256), (320, 352)))
+    for hw in [(256, 288), (320, 352)]:
+        x = torch.randn(1, 3, *hw)
+        with torch.no_grad():
+            assert relative(program.module()(x), model(x)) < 1e-5
+    assert model.forward_features(torch.randn(1, 3, 64, 96)).shape == (1, 2, 3, 256)          # NHWC, as timm's Swin
+    assert model.pretrained_cfg['pool_size'] == (7, 7)
+
+
+def test_core_imports_no_mmcv():
+    """Building and running InLine-Swin-T (backbone, padding-aware) and timm's classifier loads no mmcv module."""
+    code = '''
+import sys, timm, torch, inline_backbones
+from inline_backbones import InLineSwinTransformer
+with torch.no_grad():
+    InLineSwinTransformer('tiny', drop_path_rate=0.2, padding_aware=True).eval()(torch.randn(1, 3, 64, 64))
+    timm.create_model('inline_swin_tiny', drop_path_rate=0.2).eval()(torch.randn(1, 3, 64, 64))
+print(sorted(m for m in sys.modules if m == 'mmcv' or m.startswith('mmcv.')))
+'''
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == '[]'
