@@ -1,9 +1,14 @@
 """The InLine-Swin ImageNet classifiers as timm models: ``inline_swin_tiny``, ``inline_swin_small``,
 ``inline_swin_base`` (registered in timm's model registry when ``inline_backbones`` is imported).
 
-The classifier is the backbone :class:`InLineSwinTransformer` (the same trunk and keys) followed by the
-released model's head: with ``t`` the tokens (B, N, C) out of the last stage,
-``logits = head(mean_N(norm(t)))`` (LayerNorm ``norm``, average over the N tokens, Linear ``head``).
+The classifier is the backbone :class:`InLineSwinTransformer` (the same trunk and keys, run by the same
+stage loop, :func:`~inline_backbones.models.stages.iter_stages`) followed by the released model's head:
+with ``t`` the tokens (B, N, C) out of the last stage, ``logits = head(mean_N(norm(t)))`` (LayerNorm
+``norm``, average over the N tokens, Linear ``head``). As in timm's Swin, ``forward_features`` returns the
+normalised last map NHWC (B, H, W, C) and ``forward_head`` pools it. The models trace with torch.fx through
+timm's tracer (``timm.models.create_feature_extractor``; torchvision's with timm's notrace lists: the mixers
+and the helpers that branch on sizes are leaves) and export with ``torch.export`` (dynamic sizes);
+``torch.jit.script`` is not supported (the layers branch on Python objects such as the token map).
 Its state dict holds exactly the keys of the released checkpoints (``patch_embed.*``, ``layers.*``,
 ``norm.*``, ``head.*``) except the buffers ``relative_position_index`` and ``attn_mask``, which the
 model rebuilds (:data:`~inline_backbones.models.swin_checkpoint.RELEASED_BUFFERS`).
@@ -123,7 +128,7 @@ class InLineSwinClassifier(InLineSwinTransformer):
                               intermediates_only=False):
         """Stage maps for ``features_only`` (timm's interface): the NCHW (or NHWC) outputs of the stages
         in ``indices`` (before patch merging; the last one through ``norm`` if ``norm``), and unless
-        ``intermediates_only`` also the final normalised tokens. With ``intermediates_only`` the stages
+        ``intermediates_only`` also the final normalised map (NHWC). With ``intermediates_only`` the stages
         after the last index are skipped (``stop_early`` is implied); otherwise all run."""
         if output_fmt not in ('NCHW', 'NHWC'):
             raise ValueError(f"output_fmt must be 'NCHW' or 'NHWC', got {output_fmt!r}")
