@@ -7,12 +7,12 @@ It also registers the ImageNet classifiers ``inline_swin_{tiny,small,base}`` wit
 It imports neither mmdet nor mmseg.
 """
 from .checkpoint import CheckpointMismatchError, allow_mmengine_checkpoints, load_pretrained
-from .models import InLineAttention, InLineSwinTransformer, WindowAttention, parse_attn_layout
+from .models import InLineAttention, InLinePVT, InLineSwinTransformer, WindowAttention, parse_attn_layout
 from .registry import MODELS
 from .timm_models import InLineSwinClassifier  # registers inline_swin_{tiny,small,base} with timm
 
 allow_mmengine_checkpoints()
 
 __version__ = '0.1.0'
-__all__ = ['CheckpointMismatchError', 'InLineAttention', 'InLineSwinClassifier', 'InLineSwinTransformer', 'MODELS',
+__all__ = ['CheckpointMismatchError', 'InLineAttention', 'InLinePVT', 'InLineSwinClassifier', 'InLineSwinTransformer', 'MODELS',
            'WindowAttention', 'allow_mmengine_checkpoints', 'load_pretrained', 'parse_attn_layout']
