@@ -107,7 +107,7 @@ class InLinePVT(BaseModule):
         self.min_input_size = 4 * 2 ** (num_stages - 1)
 
         dims = arch['embed_dims']
-        dpr = torch.linspace(0, drop_path_rate, sum(depths)).tolist()
+        dpr = torch.linspace(0, drop_path_rate, sum(depths), device='cpu').tolist()   # also under a meta device
         self.layers = nn.ModuleList()
         grid, channels = pretrain_img_size, in_channels
         for i, depth in enumerate(depths):
