@@ -104,7 +104,8 @@ def test_fx_graph_of_the_classifier_gives_its_logits():
 
 def test_wrong_files_fail_by_name(tmp_path):
     with pytest.raises(CheckpointMismatchError, match='shape mismatch'):
-        timm.create_model('inline_pvt_tiny', pretrained=True, pretrained_cfg_overlay=dict(file=str(pf.checkpoint_path('IIII'))))
+        timm.create_model('inline_pvt_tiny', pretrained=True,
+                          pretrained_cfg_overlay=dict(file=str(pf.checkpoint_path('IIII'))))
     with pytest.raises(CheckpointMismatchError, match='layers.2.blocks.0.attn.residual.0.weight'):
         released_classifier('IIII', path=pf.checkpoint_path('IISS'))
     with pytest.raises(ValueError, match='padding_aware is not supported by the classifier'):

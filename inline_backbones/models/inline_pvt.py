@@ -120,9 +120,9 @@ class InLinePVT(BaseModule):
             embed = PVTEmbed(channels, dims[i], patch_sizes[i], (grid, grid), norm_eps=arch['patch_norm_eps'],
                              drop_rate=drop_rate)
             self.layers.append(Stage(
-                dims[i], arch['num_heads'][i], [mixer_cfgs[name] for name in layout[i]], mlp_ratio=arch['mlp_ratios'][i],
-                drop_rate=drop_rate, drop_path_rates=dpr[sum(depths[:i]):sum(depths[:i + 1])], with_cp=with_cp,
-                norm_eps=arch['block_norm_eps'], embed=embed))
+                dims[i], arch['num_heads'][i], [mixer_cfgs[name] for name in layout[i]],
+                mlp_ratio=arch['mlp_ratios'][i], drop_rate=drop_rate, drop_path_rates=dpr[sum(depths[:i]):sum(depths[:i + 1])],
+                with_cp=with_cp, norm_eps=arch['block_norm_eps'], embed=embed))
             channels = dims[i]
         self.num_features = list(dims)
         self._freeze_stages()
@@ -140,7 +140,8 @@ class InLinePVT(BaseModule):
             raise ValueError(f'custom arch dict lacks {sorted(missing)}')
         unknown = set(arch) - set(_INLINE_PVT) - {'depths'}
         if unknown:
-            raise ValueError(f'custom arch dict has unknown keys {sorted(unknown)}; known: {sorted(_INLINE_PVT) + ["depths"]}')
+            raise ValueError(f'custom arch dict has unknown keys {sorted(unknown)}; '
+                             f'known: {sorted([*_INLINE_PVT, "depths"])}')
         arch = {**copy.deepcopy(ARCH_DEFAULTS), **copy.deepcopy(dict(arch))}
         lengths = {k: len(arch[k]) for k in ('embed_dims', 'depths', 'num_heads', 'mlp_ratios', 'sr_ratios')}
         if len(set(lengths.values())) != 1:

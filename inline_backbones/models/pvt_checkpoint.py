@@ -44,8 +44,8 @@ def checkpoint_filter_fn(state_dict, model):
     released = [k for k in keys if _RELEASED.fullmatch(k)]
     ours = [k for k in keys if k.startswith('layers.')]
     if released and ours:
-        raise CheckpointMismatchError('its keys mix the released InLine-PVT format and ours:\n'
-                                      + keys_line('released-format keys', released) + '\n' + keys_line('our keys', ours))
+        raise CheckpointMismatchError('its keys mix the released InLine-PVT format and ours:\n' + keys_line(
+            'released-format keys', released) + '\n' + keys_line('our keys', ours))
     if not released and not ours:
         hint = ''
         if any(k.startswith('backbone.') for k in keys):
