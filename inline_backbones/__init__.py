@@ -1,18 +1,21 @@
 """InLine attention backbones for OpenMMLab 2.0 (mmdet 3.x and mmseg 1.x).
 
-Importing the package registers :class:`InLineSwinTransformer` in the ``inline_backbones`` registry
-scope (reach it from any mmdet/mmseg config as ``type='inline_backbones.InLineSwinTransformer'``) and
+Importing the package registers :class:`InLineSwinTransformer` and :class:`InLinePVT` in the
+``inline_backbones`` registry scope (reach them from any mmdet/mmseg config as
+``type='inline_backbones.InLineSwinTransformer'`` / ``'inline_backbones.InLinePVT'``) and
 allow-lists the classes of mmengine Runner checkpoints for torch's safe ``weights_only`` loading.
-It also registers the ImageNet classifiers ``inline_swin_{tiny,small,base}`` with timm.
+It also registers the ImageNet classifiers ``inline_swin_{tiny,small,base}`` and
+``inline_pvt_{tiny,small,medium,large}`` with timm.
 It imports neither mmdet nor mmseg.
 """
 from .checkpoint import CheckpointMismatchError, allow_mmengine_checkpoints, load_pretrained
-from .models import InLineAttention, InLineSwinTransformer, WindowAttention, parse_attn_layout
+from .models import InLineAttention, InLinePVT, InLineSwinTransformer, WindowAttention, parse_attn_layout
 from .registry import MODELS
 from .timm_models import InLineSwinClassifier  # registers inline_swin_{tiny,small,base} with timm
+from .timm_pvt import InLinePVTClassifier  # registers inline_pvt_{tiny,small,medium,large} with timm
 
 allow_mmengine_checkpoints()
 
 __version__ = '0.1.0'
-__all__ = ['CheckpointMismatchError', 'InLineAttention', 'InLineSwinClassifier', 'InLineSwinTransformer', 'MODELS',
-           'WindowAttention', 'allow_mmengine_checkpoints', 'load_pretrained', 'parse_attn_layout']
+__all__ = ['CheckpointMismatchError', 'InLineAttention', 'InLinePVT', 'InLinePVTClassifier', 'InLineSwinClassifier',
+           'InLineSwinTransformer', 'MODELS', 'WindowAttention', 'allow_mmengine_checkpoints', 'load_pretrained', 'parse_attn_layout']

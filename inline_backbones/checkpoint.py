@@ -27,6 +27,7 @@ Everything goes through ``torch.load(..., weights_only=True)``; nothing turns th
 * No error message suggests ``weights_only=False``: torch's advice to do so is stripped from its errors.
 """
 import hashlib
+import logging
 import os
 import os.path as osp
 import pickle
@@ -36,6 +37,8 @@ from collections import OrderedDict
 
 import numpy as np
 import torch
+
+_logger = logging.getLogger(__name__)
 
 
 class CheckpointMismatchError(RuntimeError):
@@ -261,6 +264,23 @@ class FilteredStateDict(dict):
         super().__init__(state_dict)
         self.optional_prefixes = tuple(optional_prefixes)
         self.hint = hint
+
+
+def fit_head(state_dict, model_state):
+    """The file's classifier ``head.*`` as the model takes it: dropped when the model has no head (a backbone,
+    or a classifier with ``num_classes=0``), dropped and declared optional when its class count differs from
+    the model's (the model keeps its new head). Returns the state dict and the optional key prefixes."""
+    head = state_dict.get('head.weight')
+    if head is None:
+        return state_dict, ()
+    without_head = {k: v for k, v in state_dict.items() if not k.startswith('head.')}
+    if 'head.weight' not in model_state:
+        return without_head, ()
+    if head.dim() == 2 and head.shape[0] != model_state['head.weight'].shape[0]:
+        _logger.info('checkpoint head has %d classes, the model %d: the head is not loaded',
+                     head.shape[0], model_state['head.weight'].shape[0])
+        return without_head, ('head.',)
+    return state_dict, ()
 
 
 def keys_line(title, keys, limit=20):

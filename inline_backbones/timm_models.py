@@ -27,6 +27,7 @@ it strictly: anything missing, unexpected or mis-shaped raises
 
 import torch
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
+from timm.layers import register_notrace_function
 from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models._features import feature_take_indices
 from torch import nn
@@ -39,7 +40,8 @@ from .models.swin_checkpoint import checkpoint_filter_fn as swin_checkpoint_filt
 
 
 
-@torch.fx.wrap   # a leaf of fx graphs: it branches on sizes
+@register_notrace_function   # a leaf of fx graphs (also where timm_pvt.py calls it): it reads sizes
+@torch.fx.wrap
 def to_nhwc(x, tokens):
     """(B, N, C) tokens of the map ``tokens`` -> (B, H, W, C)."""
     return x.view(-1, *tokens.hw_shape, x.shape[-1])

@@ -131,3 +131,22 @@ def test_window_sweep_writes_its_table_and_plot(tmp_path):
     assert [(r['model'], r['size']) for r in _rows(tmp_path)] == [
         (m, '224x224') for m in ('swin-t-w7', 'inline-swin-t-w7', 'swin-t-w14', 'inline-swin-t-w14')]
     assert 'speed-up' in out.stdout and (tmp_path / 'window_sizes.png').stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_benchmark_tool_takes_the_pvt_models(tmp_path):
+    """InLine-PVT-T against mmdet's PVT v1-T (built through mmdet's registry), ratios to pvt-t."""
+    from inline_backbones import InLinePVT
+
+    out = _run('--sizes', '64x64', '--models', 'inline-pvt-t', 'pvt-t', '--reference', 'pvt-t', '--warmup', '0',
+               '--repeats', '1', '--out-dir', str(tmp_path))
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = {r['model']: r for r in json.loads((tmp_path / 'results.json').read_text())['results']}
+    assert set(rows) == {'inline-pvt-t', 'pvt-t'} and rows['pvt-t']['ratio_to_reference'] == 1
+    ours = InLinePVT('tiny', drop_path_rate=0.)
+    assert rows['inline-pvt-t']['params_m'] == sum(p.numel() for p in ours.parameters()) / 1e6
+    v1 = sum(p.numel() for p in InLinePVT('pvt-v1-tiny').parameters())     # the same arch as ours, SSSS
+    assert rows['pvt-t']['params_m'] == v1 / 1e6 and 12.5e6 < v1 < 13e6    # PVT v1-T (13.2M) without its head
+    with torch.no_grad():
+        assert rows['inline-pvt-t']['gflops'] == flop_analyzer(ours.eval(), (torch.randn(1, 3, 64, 64),)).total() / 1e9
+    assert 'unknown model' in _run('--sizes', '64x64', '--models', 'pvt-x').stderr

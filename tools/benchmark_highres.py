@@ -35,6 +35,9 @@ would need an N x N table). Backbone mode suffixes: ``inline-swin-t-pa`` (``padd
 random input fills the image, so only the padding to window multiples is masked), ``inline-swin-t-w56``
 (InLine in windows of 56, the authors' code), ``inline-swin-t-pa-w56`` (both); for the cost of
 padding-aware mode on a padded batch see ``tools/measure_padding.py``.
+PVT: ``inline-pvt-{t,s,m,l}`` (InLine-PVT, global InLine attention in every stage) against mmdet's PVT v1
+``pvt-{t,s,m,l}`` (``PyramidVisionTransformer``: softmax attention over keys reduced 8x8, 4x4, 2x2 and 1x1 by
+strided convs, i.e. quadratic in the tokens with factors 1/64, 1/16, 1/4, 1; ``--reference pvt-t``).
 ``--task mask-rcnn|upernet`` times whole models from the configs instead
 (InLine-Swin from this repo, Swin from mmdet/mmseg).
 
@@ -56,12 +59,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inline_backbones import InLineSwinTransformer
+from inline_backbones import InLinePVT, InLineSwinTransformer
 from inline_backbones.analysis import flop_analyzer
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 SIZES = ['512x512', '800x1333', '1024x1024', '1536x1536', '2048x2048']
 ARCH = {'t': 'tiny', 's': 'small', 'b': 'base'}
+PVT_ARCH = {'t': 'tiny', 's': 'small', 'm': 'medium', 'l': 'large'}
 # --dtype modes: name -> (dtype, pure). pure: weights and input cast; otherwise autocast to dtype.
 MODES = {'fp32': (torch.float32, False), 'bf16': (torch.bfloat16, False), 'bf16-pure': (torch.bfloat16, True),
          'fp16': (torch.float16, False), 'fp16-pure': (torch.float16, True)}
@@ -105,7 +109,8 @@ def build_backbone(name, size):
     """A backbone by benchmark name: ``inline-swin-{t,s,b}[-pa][-w{w}]`` (``-pa`` padding-aware, ``-w{w}``
     InLine windows of ``w`` with softmax windows of ``max(7, w // 8)`` as in the authors' code),
     ``swin-{t,s,b}`` (mmdet's Swin, window 7), ``swin-t-w{w}`` (timm's Swin-T with windows of ``w``
-    clamped to each stage's map at ``size``) or ``swin-t-global`` (global softmax in every block)."""
+    clamped to each stage's map at ``size``), ``swin-t-global`` (global softmax in every block),
+    ``inline-pvt-{t,s,m,l}`` (InLine-PVT, layout IIII) or ``pvt-{t,s,m,l}`` (mmdet's PVT v1)."""
     if name == 'swin-t-global':
         model = InLineSwinTransformer('tiny', attn_type='IIII', drop_path_rate=0.)
         for stage in model.layers:
@@ -132,6 +137,16 @@ def build_backbone(name, size):
         arch = InLineSwinTransformer.arch_zoo[ARCH[name[-1]]]
         return SwinTransformer(embed_dims=arch['embed_dims'], depths=arch['depths'], num_heads=arch['num_heads'],
                                window_size=7, drop_path_rate=0.)
+    pvt = re.fullmatch(r'(inline-)?pvt-([tsml])', name)
+    if pvt and pvt.group(1):
+        return InLinePVT(PVT_ARCH[pvt.group(2)], drop_path_rate=0.)
+    if pvt:
+        from mmdet.registry import MODELS
+        from mmdet.utils import register_all_modules
+
+        register_all_modules(init_default_scope=False)
+        depths = InLinePVT.arch_zoo[f'pvt-v1-{PVT_ARCH[pvt.group(2)]}']['depths']
+        return MODELS.build(dict(type='mmdet.PyramidVisionTransformer', num_layers=depths, drop_path_rate=0.))
     raise SystemExit(f'unknown model {name!r}')
 
 

@@ -1,6 +1,7 @@
-"""Top-1 / top-5 of an InLine-Swin classifier checkpoint on an ImageFolder-layout validation set.
+"""Top-1 / top-5 of an InLine-Swin or InLine-PVT classifier checkpoint on an ImageFolder-layout validation set.
 
     python tools/eval_imagenet.py DATA_DIR --model inline_swin_tiny --checkpoint inline_swin_t.pth
+    python tools/eval_imagenet.py DATA_DIR --model inline_pvt_tiny --checkpoint inline_pvt_t.pth
         [--num-classes N] [--model-args JSON] [--crop-pct F] [--batch-size 64] [--workers 4]
         [--device auto|cpu|cuda] [--bf16] [--out result.json]
 
@@ -8,7 +9,8 @@
 ``n01440764/`` ...). The model is built through timm (``timm.create_model(MODEL, pretrained=True,
 pretrained_cfg_overlay=dict(file=CHECKPOINT))``, i.e. the package's safe, strict loader) and the images
 go through timm's evaluation transform for the model's ``pretrained_cfg`` (``resolve_data_config`` +
-``create_transform``: bicubic resize of the short side to 256, centre crop 224, ImageNet mean/std).
+``create_transform``; InLine-Swin: bicubic resize of the short side to 256, centre crop 224; InLine-PVT: bicubic
+squash-resize to 256x256, centre crop 224; ImageNet mean/std).
 
 Labels: when the model has 1000 classes and every folder is an ImageNet-1k synset, each folder gets
 its synset's ImageNet index (so any subset of the classes is scored correctly); otherwise the folders,
@@ -26,7 +28,7 @@ from timm.data import ImageNetInfo, create_transform, resolve_data_config
 from torchvision.datasets import ImageFolder
 from tqdm import tqdm
 
-import inline_backbones  # noqa: F401 - registers the inline_swin_* models with timm
+import inline_backbones  # noqa: F401 - registers the inline_swin_* and inline_pvt_* models with timm
 
 
 def build_model(name, checkpoint, num_classes=None, model_args=None):
@@ -100,7 +102,7 @@ def run(args):
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('data', help='ImageFolder root: one folder of images per class')
-    parser.add_argument('--model', default='inline_swin_tiny', help='timm model name (inline_swin_tiny|small|base)')
+    parser.add_argument('--model', default='inline_swin_tiny', help='timm model name (inline_swin_tiny|small|base, inline_pvt_tiny|small|medium|large)')
     parser.add_argument('--checkpoint', required=True, help='released .pth (or a state-dict file)')
     parser.add_argument('--num-classes', type=int, help="classes of the checkpoint's head (default 1000)")
     parser.add_argument('--model-args', type=json.loads, default={},

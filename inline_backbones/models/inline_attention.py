@@ -93,7 +93,7 @@ class InLineAttention(nn.Module):
         self.shift = shift
         self.kernel_func = kernel_func
         self.phi = KERNEL_FUNCTIONS[kernel_func]
-        self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
+        self._build_projections(embed_dims, qkv_bias)
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop_rate)
         self.local_residual = local_residual
@@ -121,6 +121,10 @@ class InLineAttention(nn.Module):
                 'depthwise convolution has no known kernel shape. Use the default exporter (dynamo=True)')
         plan = tokens.window_plan(self.window_size, self.shift)
         return from_windows(self.attend(to_windows(x, plan), plan.window_hw, plan.mask), plan, x.shape[0])
+
+    def _build_projections(self, embed_dims, qkv_bias):
+        """The q, k, v projection modules: the released InLine-Swin's one ``qkv`` (read by :meth:`projections`)."""
+        self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
 
     def projections(self):
         """Weights and biases of the q, k, v projections (views of the released ``qkv`` parameters)."""

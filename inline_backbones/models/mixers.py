@@ -12,12 +12,15 @@ from timm.layers import register_notrace_module
 
 from .inline_attention import InLineAttention
 from .linear_attention import LinearAttention
+from .pvt_attention import InLinePVTAttention, SpatialReductionAttention
 from .window_attention import WindowAttention
 
 MIXERS = {
     'inline': InLineAttention,      # InLine attention, global or in windows (letter I)
     'window': WindowAttention,      # Swin's (shifted) window softmax attention (letter S of InLine-Swin)
     'linear': LinearAttention,      # plain linear attention, the ablation (letter L)
+    'inline_pvt': InLinePVTAttention,                # InLine-PVT's InLine attention (letter I of InLine-PVT)
+    'spatial_reduction': SpatialReductionAttention,  # PVT v1's spatial-reduction softmax (letter S of InLine-PVT)
 }
 
 

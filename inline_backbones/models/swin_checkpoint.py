@@ -28,12 +28,9 @@ Key formats accepted:
    A detector's or segmentor's checkpoint needs ``prefix='backbone.'``. Backbone only: the classifier
    takes format 1.
 """
-import logging
 import re
 
-from ..checkpoint import CheckpointMismatchError, FilteredStateDict, keys_line
-
-_logger = logging.getLogger(__name__)
+from ..checkpoint import CheckpointMismatchError, FilteredStateDict, fit_head, keys_line
 
 # Buffers of the released models that our modules rebuild instead of keeping in their state dicts.
 RELEASED_BUFFERS = ('.relative_position_index', '.attn_mask')
@@ -125,14 +122,8 @@ def checkpoint_filter_fn(state_dict, model):
     optional = tuple(f'norm{i}.' for i in range(len(model.layers)))      # the backbone's output norms
     if 'norm.weight' not in own:                                           # backbone: no final norm
         state_dict = {k: v for k, v in state_dict.items() if not k.startswith('norm.')}
-    head = state_dict.get('head.weight')
-    if head is not None and 'head.weight' not in own:                      # backbone, or classifier without head
-        state_dict = {k: v for k, v in state_dict.items() if not k.startswith('head.')}
-    elif head is not None and head.dim() == 2 and head.shape[0] != own['head.weight'].shape[0]:
-        _logger.info('checkpoint head has %d classes, the model %d: the head is not loaded',
-                     head.shape[0], own['head.weight'].shape[0])
-        state_dict = {k: v for k, v in state_dict.items() if not k.startswith('head.')}
-        optional += ('head.',)
+    state_dict, head_optional = fit_head(state_dict, own)
+    optional += head_optional
     return FilteredStateDict(state_dict, optional_prefixes=optional, hint=HINT)
 
 

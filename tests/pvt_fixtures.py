@@ -1,0 +1,47 @@
+"""Access to the authors' released-format InLine-PVT fixtures in ``../shared/fixtures/released-inline-pvt``:
+two small models (layouts ``IIII`` and ``IISS``) saved by the authors' code, their stage tokens and logits at
+224x224 (batch 2), 256x320 and 250x330, and the key shapes and parameter counts of the full T/S/M/L."""
+import json
+
+import torch
+from released_fixtures import FIXTURE_DIR, require
+
+from inline_backbones import InLinePVT
+
+PVT_DIR = FIXTURE_DIR.parent / 'released-inline-pvt'
+LAYOUTS = ('IIII', 'IISS')
+SIZES = ('224x224', '256x320', '250x330')
+
+
+def checkpoint_path(layout):
+    return require(PVT_DIR / f'mini-pvt-{layout}.pth')
+
+
+def expected(layout):
+    """``{'arch': {...}, size: {'x', 'stage_tokens': [4 x (B, N, C)], 'logits': (B, 1000)}}``."""
+    checkpoint_path(layout)
+    return torch.load(PVT_DIR / f'mini-pvt-{layout}.expected.pt', map_location='cpu', weights_only=True)
+
+
+def released(arch):
+    """``{'params': N, 'state_dict': {key: shape}, ...}`` of the full released ``arch`` (``'tiny'`` ...)."""
+    return json.loads(require(PVT_DIR / 'released_state_dict_shapes.json').read_text())[arch]
+
+
+def mini_arch(layout):
+    arch = expected(layout)['arch']
+    return {k: list(arch[k]) for k in ('embed_dims', 'depths', 'num_heads', 'mlp_ratios', 'sr_ratios')}
+
+
+def released_backbone(layout, **kwargs):
+    """Our backbone of the fixture's arch, loaded from its released-format file through ``init_cfg``
+    (``kwargs`` override, e.g. ``attn_type``)."""
+    kwargs = {'attn_type': layout, **kwargs}
+    model = InLinePVT(arch=mini_arch(layout), drop_path_rate=0.,
+                      init_cfg=dict(type='Pretrained', checkpoint=str(checkpoint_path(layout))), **kwargs)
+    model.init_weights()
+    return model.eval()
+
+
+def rel_diff(a, b):
+    return ((a - b).norm() / b.norm()).item()
