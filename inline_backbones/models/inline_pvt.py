@@ -3,13 +3,11 @@ import copy
 
 import torch
 import torch.nn.functional as F
-from mmengine.model import BaseModule
 from mmengine.model.weight_init import trunc_normal_
 from torch import nn
-from torch.nn.modules.batchnorm import _BatchNorm
 
-from ..checkpoint import load_pretrained
 from ..registry import MODELS
+from .backbone import StagedBackbone
 from .layout import parse_attn_layout
 from .pvt_checkpoint import checkpoint_filter_fn
 from .pvt_embed import PVTEmbed
@@ -32,7 +30,7 @@ ARCH_DEFAULTS = {k: v for k, v in _INLINE_PVT.items() if k not in ('embed_dims',
 
 
 @MODELS.register_module()
-class InLinePVT(BaseModule):
+class InLinePVT(StagedBackbone):
     """InLine-PVT (Han et al., "Bridging the Divide: Reconsidering Softmax and Linear Attention", NeurIPS
     2024), and PVT v1 (Wang et al., ICCV 2021), as dense-prediction backbones.
 
@@ -91,17 +89,10 @@ class InLinePVT(BaseModule):
         if any(r != 1 for r in la_sr):
             raise ValueError(f'la_sr_ratios {la_sr_ratios!r}: InLine-PVT supports 1 only (no key reduction in InLine '
                              'stages); the authors\' la_sr_ratio > 1 is broken and unused by the released models')
-        out_indices = tuple(out_indices)
-        if not out_indices or any(not 0 <= i < num_stages for i in out_indices):
-            raise ValueError(f'out_indices {out_indices} must be non-empty and within [0, {num_stages - 1}]')
-        if not -1 <= frozen_stages <= num_stages:
-            raise ValueError(f'frozen_stages must be in [-1, {num_stages}], got {frozen_stages}')
+        self._set_conventions(out_indices, frozen_stages, norm_eval, num_stages)
 
         self.arch = arch
         self.attn_type = attn_type
-        self.out_indices = out_indices
-        self.frozen_stages = frozen_stages
-        self.norm_eval = norm_eval
         self.padding_aware = bool(padding_aware)
         patch_sizes = [4] + [2] * (num_stages - 1)
         self.min_input_size = 4 * 2 ** (num_stages - 1)
@@ -148,43 +139,16 @@ class InLinePVT(BaseModule):
             raise ValueError(f'arch lists must have one entry per stage, got lengths {lengths}')
         return arch
 
-    def init_weights(self):
-        """Truncated-normal init from scratch (linears, position embeddings), or a strict load of ``init_cfg``
-        type ``Pretrained``."""
-        if self.init_cfg is not None and self.init_cfg.get('type') == 'Pretrained':
-            load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix'),
-                            sha256=self.init_cfg.get('sha256'))
-            self._is_init = True
-            return
-        if self.init_cfg is not None:
-            super().init_weights()
-            return
+    def _init_family_weights(self):
         for m in self.modules():
-            if isinstance(m, nn.Linear):
-                trunc_normal_(m.weight, std=.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.LayerNorm):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
-            elif isinstance(m, PVTEmbed):
+            if isinstance(m, PVTEmbed):
                 trunc_normal_(m.pos_embed, std=.02)
-        self._is_init = True
 
     def _freeze_stages(self):
         for stage in self.layers[:max(self.frozen_stages, 0)]:
             stage.eval()
             for p in stage.parameters():
                 p.requires_grad = False
-
-    def train(self, mode=True):
-        super().train(mode)
-        self._freeze_stages()
-        if mode and self.norm_eval:
-            for m in self.modules():
-                if isinstance(m, (_BatchNorm, nn.LayerNorm, nn.GroupNorm)):
-                    m.eval()
-        return self
 
     def stem(self, x, regions):
         """The (checked, masked) images and their pixel-level :class:`~.token_map.TokenMap`: stage 1's

@@ -2,13 +2,11 @@
 import copy
 
 import torch
-from mmengine.model import BaseModule
 from mmengine.model.weight_init import trunc_normal_
 from torch import nn
-from torch.nn.modules.batchnorm import _BatchNorm
 
-from ..checkpoint import load_pretrained
 from ..registry import MODELS
+from .backbone import StagedBackbone
 from .blocks import PatchEmbed, PatchMerging
 from .layout import parse_attn_layout
 from .stages import Stage, iter_stages, to_nchw
@@ -17,7 +15,7 @@ from .swin_checkpoint import checkpoint_filter_fn
 
 
 @MODELS.register_module()
-class InLineSwinTransformer(BaseModule):
+class InLineSwinTransformer(StagedBackbone):
     """InLine-Swin Transformer (Han et al., "Bridging the Divide: Reconsidering Softmax and Linear
     Attention", NeurIPS 2024) as a dense-prediction backbone.
 
@@ -82,17 +80,10 @@ class InLineSwinTransformer(BaseModule):
         depths, num_heads = arch['depths'], arch['num_heads']
         layout = parse_attn_layout(attn_type, depths)
         num_stages = len(depths)
-        out_indices = tuple(out_indices)
-        if not out_indices or any(not 0 <= i < num_stages for i in out_indices):
-            raise ValueError(f'out_indices {out_indices} must be non-empty and within [0, {num_stages - 1}]')
-        if not -1 <= frozen_stages <= num_stages:
-            raise ValueError(f'frozen_stages must be in [-1, {num_stages}], got {frozen_stages}')
+        self._set_conventions(out_indices, frozen_stages, norm_eval, num_stages)
 
         self.arch = arch
         self.attn_type = attn_type
-        self.out_indices = out_indices
-        self.frozen_stages = frozen_stages
-        self.norm_eval = norm_eval
         if inline_window_size is not None and (isinstance(inline_window_size, bool)
                                                or not isinstance(inline_window_size, int) or inline_window_size < 1):
             raise ValueError(f'inline_window_size must be None or a positive int, got {inline_window_size!r}')
@@ -142,28 +133,10 @@ class InLineSwinTransformer(BaseModule):
             return copy.deepcopy(dict(arch))
         raise TypeError(f'arch must be a str or a dict, got {type(arch).__name__}')
 
-    def init_weights(self):
-        """Truncated-normal init from scratch, or a strict load of ``init_cfg`` type ``Pretrained``."""
-        if self.init_cfg is not None and self.init_cfg.get('type') == 'Pretrained':
-            load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix'),
-                            sha256=self.init_cfg.get('sha256'))
-            self._is_init = True
-            return
-        if self.init_cfg is not None:
-            super().init_weights()
-            return
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                trunc_normal_(m.weight, std=.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.LayerNorm):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
+    def _init_family_weights(self):
         for name, p in self.named_parameters():
             if name.endswith('relative_position_bias_table'):
                 trunc_normal_(p, std=.02)
-        self._is_init = True
 
     def _freeze_stages(self):
         if self.frozen_stages >= 0:
@@ -176,15 +149,6 @@ class InLineSwinTransformer(BaseModule):
                 m.eval()
                 for p in m.parameters():
                     p.requires_grad = False
-
-    def train(self, mode=True):
-        super().train(mode)
-        self._freeze_stages()
-        if mode and self.norm_eval:
-            for m in self.modules():
-                if isinstance(m, (_BatchNorm, nn.LayerNorm, nn.GroupNorm)):
-                    m.eval()
-        return self
 
     def stem(self, x, regions):
         """Patch embedding of the (checked, masked) images: the tokens and :class:`~.token_map.TokenMap`

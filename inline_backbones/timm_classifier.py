@@ -1,0 +1,136 @@
+"""timm's classifier interface for the backbones of every family: one mixin, the family adds its head's
+input norm (``norm``: InLine-Swin's final LayerNorm, nothing for InLine-PVT) and its pretrained cfgs.
+
+A classifier is ``logits = head(mean_{H,W}(norm(map)))`` with ``map`` the last stage's tokens, run by the
+shared stage loop (:func:`~inline_backbones.models.stages.iter_stages`). As in timm's Swin,
+``forward_features`` returns the normalised last map NHWC (B, H, W, C) and ``forward_head`` pools it;
+``features_only=True`` gives the stages' NCHW maps through :meth:`forward_intermediates` (timm's
+``FeatureGetterNet``). The models trace with torch.fx through timm's tracer (the mixers and the helpers
+that branch on sizes are leaves) and export with ``torch.export``; ``torch.jit.script`` is not supported
+(the layers branch on Python objects such as the token map). Released files load through timm as
+released (``pretrained=True, pretrained_cfg_overlay=dict(file=PATH)``): timm hands the file to
+:meth:`ClassifierMixin.load_pretrained` (``custom_load``), the package's safe and strict loader.
+"""
+import torch
+from timm.layers import register_notrace_function
+from timm.models import build_model_with_cfg
+from timm.models._features import feature_take_indices
+from torch import nn
+
+from .checkpoint import extract_state_dict, filter_state_dict, load_pretrained
+from .models.stages import iter_stages
+
+
+@register_notrace_function   # a leaf of fx graphs (also where other modules call it): it reads sizes
+@torch.fx.wrap
+def to_nhwc(x, tokens):
+    """(B, N, C) tokens of the map ``tokens`` -> (B, H, W, C)."""
+    return x.view(-1, *tokens.hw_shape, x.shape[-1])
+
+
+def check_global_pool(global_pool):
+    if global_pool not in ('avg', ''):
+        raise ValueError(f"global_pool must be 'avg' or '', got {global_pool!r}")
+    return global_pool
+
+
+class ClassifierMixin:
+    """timm's classifier methods over a backbone class (put the mixin first in the bases)."""
+
+    def _init_classifier(self, num_classes, global_pool, stride):
+        """After the backbone's ``__init__``: feature info, ``num_features`` as timm counts it, the head."""
+        self.out_indices = ()
+        self.feature_info = [dict(num_chs=c, reduction=stride * 2 ** i, module=f'layers.{i}')
+                             for i, c in enumerate(self.num_features)]
+        # timm's convention from here on: num_features is the width of the pooled features.
+        self.num_features = self.head_hidden_size = self.num_features[-1]
+        self.num_classes = num_classes
+        self.global_pool = check_global_pool(global_pool)
+        self.head = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
+        self.init_weights()
+
+    def get_classifier(self):
+        return self.head
+
+    def reset_classifier(self, num_classes, global_pool=None):
+        """A new (truncated-normal) head of ``num_classes`` (0: Identity)."""
+        if global_pool is not None:
+            self.global_pool = check_global_pool(global_pool)
+        self.num_classes = num_classes
+        self.head = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
+        if num_classes > 0:
+            nn.init.trunc_normal_(self.head.weight, std=.02)
+            nn.init.zeros_(self.head.bias)
+
+    def set_grad_checkpointing(self, enable=True):
+        """Gradient checkpointing of every block (the backbone's ``with_cp``)."""
+        for stage in self.layers:
+            for block in stage.blocks:
+                block.with_cp = enable
+
+    def forward_features(self, x):
+        """(B, C_in, H, W) -> the last stage's normalised map, NHWC (B, H', W', C)."""
+        for out, tokens in iter_stages(self, x):
+            pass
+        return to_nhwc(self.norm(out), tokens)
+
+    def forward_head(self, x, pre_logits=False):
+        """NHWC map -> average over H', W' (``global_pool='avg'``) -> ``head``."""
+        if self.global_pool == 'avg':
+            x = x.mean(dim=(1, 2))
+        return x if pre_logits else self.head(x)
+
+    def forward(self, x):
+        return self.forward_head(self.forward_features(x))
+
+    def forward_intermediates(self, x, indices=None, norm=False, stop_early=False, output_fmt='NCHW',
+                              intermediates_only=False):
+        """Stage maps for ``features_only`` (timm's interface): the NCHW (or NHWC) outputs of the stages
+        in ``indices`` (the last one through ``norm`` if ``norm``), and unless ``intermediates_only`` also
+        the final normalised map (NHWC). With ``intermediates_only`` the stages after the last index are
+        skipped (``stop_early`` is implied); otherwise all run."""
+        if output_fmt not in ('NCHW', 'NHWC'):
+            raise ValueError(f"output_fmt must be 'NCHW' or 'NHWC', got {output_fmt!r}")
+        take_indices, max_index = feature_take_indices(len(self.layers), indices)
+        last = len(self.layers) - 1
+        intermediates = []
+        for i, (out, tokens) in enumerate(iter_stages(self, x, stop=max_index if intermediates_only else None)):
+            if i in take_indices:
+                y = to_nhwc(self.norm(out) if norm and i == last else out, tokens)
+                intermediates.append(y.permute(0, 3, 1, 2).contiguous() if output_fmt == 'NCHW' else y)
+        if intermediates_only:
+            return intermediates
+        return to_nhwc(self.norm(out), tokens), intermediates
+
+    def prune_intermediate_layers(self, indices=1, prune_norm=False, prune_head=True):
+        """Drop the stages after the last of ``indices`` (and the final norm / head if asked)."""
+        take_indices, max_index = feature_take_indices(len(self.layers), indices)
+        self.layers = self.layers[:max_index + 1]
+        if prune_norm:
+            self.norm = nn.Identity()
+        if prune_head:
+            self.reset_classifier(0, '')
+        return take_indices
+
+    def load_pretrained(self, path):
+        """Load a released file (or an mmengine / bare state dict file) safely and strictly, through the
+        family's ``checkpoint_filter``."""
+        load_pretrained(self, path)
+
+
+def checkpoint_filter_fn(state_dict, model, source='state dict'):
+    """timm's ``pretrained_filter_fn``: unwrap ``{'model': ...}`` / ``{'state_dict': ...}`` and ``module.``,
+    apply the model's family filter, check strictly (:class:`~.checkpoint.CheckpointMismatchError`)."""
+    return filter_state_dict(model, extract_state_dict(state_dict), source)
+
+
+def create_classifier(cls, variant, pretrained, pretrained_cfg_overlay, kwargs):
+    """timm's ``build_model_with_cfg`` for our classifiers: features through ``forward_intermediates``, and a
+    file (or url) the user names loads with our loader (timm resets ``custom_load`` when an overlay names a
+    weight source, unless the overlay sets it explicitly)."""
+    out_indices = kwargs.pop('out_indices', tuple(range(len(kwargs['depths']))))
+    pretrained_cfg_overlay = {'custom_load': True, **(pretrained_cfg_overlay or {})}
+    return build_model_with_cfg(
+        cls, variant, pretrained, pretrained_cfg_overlay=pretrained_cfg_overlay,
+        pretrained_filter_fn=checkpoint_filter_fn, feature_cfg=dict(feature_cls='getter', out_indices=out_indices),
+        **kwargs)
