@@ -60,9 +60,9 @@ def fills_map(shapes, hw_shape):
 
 
 def shift_sizes(heights, widths, window_size):
-    """The shift rule: ``ws // 2`` where ``min(h, w) > ws``, else 0; for one map (ints: a size guard under
-    export) or per image (int tensors)."""
-    if isinstance(heights, torch.Tensor):
+    """The shift rule: ``ws // 2`` where ``min(h, w) > ws``, else 0; per image ((B,) int tensors) or for one
+    map (sizes: an int, a guard under export, a constant of a jit trace)."""
+    if isinstance(heights, torch.Tensor) and heights.dim() == 1:
         return torch.where(torch.minimum(heights, widths) > window_size, window_size // 2, 0)
     return window_size // 2 if min(heights, widths) > window_size else 0
 
