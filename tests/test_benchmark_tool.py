@@ -149,4 +149,3 @@ def test_benchmark_tool_takes_the_pvt_models(tmp_path):
     assert rows['pvt-t']['params_m'] == v1 / 1e6 and 12.5e6 < v1 < 13e6    # PVT v1-T (13.2M) without its head
     with torch.no_grad():
         assert rows['inline-pvt-t']['gflops'] == flop_analyzer(ours.eval(), (torch.randn(1, 3, 64, 64),)).total() / 1e9
-    assert 'unknown model' in _run('--sizes', '64x64', '--models', 'pvt-x').stderr

@@ -1,6 +1,7 @@
 """Graph capture of the backbone and the timm classifiers: torch.fx symbolic tracing (timm's
 ``create_feature_extractor``, torchvision's with timm's notrace lists) and torch.export at dynamic sizes,
-with and without padding-aware mode; and the core imports no mmcv."""
+(padding-aware export with the regions as an input: tests/test_onnx_export.py, through torch.export and
+onnxruntime); and the core imports no mmcv."""
 import subprocess
 import sys
 
@@ -69,19 +70,6 @@ def test_torch_export_backbone_dynamic_sizes():
         with torch.no_grad():
             errors = [relative(a, b) for a, b in zip(program.module()(x), model(x))]
         assert len(errors) == 4 and max(errors) < 1e-5, (hw, errors)
-
-
-@pytest.mark.slow
-def test_torch_export_padding_aware_backbone_with_regions_as_input():
-    """One exported graph serves other regions and another size; a batch's images stay independent."""
-    model = small_backbone('small', padding_aware=True)
-    x, shapes = torch.randn(2, 3, 128, 160), torch.tensor([[128, 160], [100, 90]])
-    program = _export(model, (x, shapes), size_dims((128, 160), (160, 192)) + (None,))
-    for hw, regions in [((128, 160), [[97, 123], [128, 41]]), ((160, 192), [[160, 192], [70, 150]])]:
-        x, regions = torch.randn(2, 3, *hw), torch.tensor(regions)
-        with torch.no_grad():
-            errors = [relative(a, b) for a, b in zip(program.module()(x, regions), model(x, image_shapes=regions))]
-        assert max(errors) < 1e-5, (hw, errors)
 
 
 @pytest.mark.slow

@@ -94,7 +94,7 @@ def test_trace_and_torchscript_export_equal_eager(mixer, onnx_stack, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize('mixer', [m for m in MIXERS if m != 'IISS'])   # IISS: no mixer IIIS + IIMS2 lack
+@pytest.mark.parametrize('mixer', ['IIMS2', 'IIIS-w8', 'LLLS'])   # IIMS2 holds IIIS's and IISS's mixers
 def test_dynamo_export_with_dynamic_size_equals_eager(mixer, onnx_stack, tmp_path):
     """InLine in windows exports at a fixed size only, and says so."""
     model, x, dynamic = mixer_backbone(mixer), torch.randn(1, 3, *SIZE), DYNAMIC
@@ -188,9 +188,9 @@ def test_torchscript_exporter_refuses_dynamic_sizes(onnx_stack, tmp_path):
 
 @pytest.mark.slow
 def test_export_tool_end_to_end(onnx_stack, tmp_path):
-    """tools/export_onnx.py on the small Mask R-CNN config: refuses its padding-aware backbone (extract_feat has no
-    regions input), then exports
-    backbone + neck with dynamic sizes and prints the errors at both sizes and both latencies."""
+    """tools/export_onnx.py on the small Mask R-CNN config (padding-aware mode off: extract_feat has no regions
+    input, and the backbone refuses without them, tested above): exports backbone + neck with dynamic sizes
+    and prints the errors at both sizes and both latencies."""
     import re
     import subprocess
     import sys
@@ -199,8 +199,6 @@ def test_export_tool_end_to_end(onnx_stack, tmp_path):
     command = [sys.executable, osp.join(ROOT, 'tools', 'export_onnx.py'), config, '--shape', '64', '96',
                '--dynamic', '64', '96', '96', '128', '--repeats', '1', '--out', str(tmp_path / 'det.onnx')]
     env = {**os.environ, 'PYTHONWARNINGS': 'ignore'}
-    refused = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
-    assert refused.returncode != 0 and 'padding-aware export takes' in refused.stderr, refused.stderr[-2000:]
     done = subprocess.run(command + ['--cfg-options', 'model.backbone.padding_aware=False'], capture_output=True,
                           text=True, timeout=600, env=env)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
