@@ -43,9 +43,8 @@ class TokenMap:
 
     def token_mask(self):
         """(B, N, 1) bool, True on each image's own tokens; None when every token counts."""
-        if not self.aware or fills_map(self.regions, self.hw_shape):
-            return None
-        return self._cached('token_mask', lambda: region_mask(self.regions, self.hw_shape, self.device))
+        return self._cached('token_mask', lambda: None if not self.aware or fills_map(self.regions, self.hw_shape)
+                            else region_mask(self.regions, self.hw_shape, self.device))
 
     def mask_outside(self, x):
         """``x`` (B, N, C) with zeros outside each image's region."""
