@@ -1,6 +1,7 @@
-"""Params and FLOPs of the InLine-Swin ImageNet classifiers (timm models) at 224x224, against the paper.
+"""Params and FLOPs of the InLine-Swin and InLine-PVT ImageNet classifiers (timm models) at 224x224, against the
+paper.
 
-    python tools/classifier_flops.py [--models inline_swin_tiny inline_swin_small inline_swin_base]
+    python tools/classifier_flops.py [--models inline_swin_tiny ... inline_pvt_large]
         [--size 224] [--reference swin_tiny_patch4_window7_224 ...]
 
 FLOPs are multiply-adds of one image counted by mmengine's ``FlopAnalyzer`` through
@@ -14,11 +15,13 @@ import argparse
 import timm
 import torch
 
-import inline_backbones  # noqa: F401 - registers the inline_swin_* models with timm
+import inline_backbones  # noqa: F401 - registers the inline_swin_* and inline_pvt_* models with timm
 from inline_backbones.analysis import flop_analyzer
 
 # InLine paper / LeapLabTHU/InLine README: params, FLOPs at 224 (and ImageNet-1k top-1).
-PAPER = {'inline_swin_tiny': (30e6, 4.5e9), 'inline_swin_small': (50e6, 8.7e9), 'inline_swin_base': (88e6, 15.4e9)}
+PAPER = {'inline_swin_tiny': (30e6, 4.5e9), 'inline_swin_small': (50e6, 8.7e9), 'inline_swin_base': (88e6, 15.4e9),
+         'inline_pvt_tiny': (12.0e6, 2.0e9), 'inline_pvt_small': (21.6e6, 3.9e9), 'inline_pvt_medium': (37.6e6, 6.9e9),
+         'inline_pvt_large': (50.2e6, 10.2e9)}
 
 
 def count(name, size=224):
