@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 MUTATION_JOBS ?= $(shell nproc)
 MUTANTS ?=
 
-.PHONY: setup demo fullsize-demo test mutation
+.PHONY: setup demo fullsize-demo test lint mutation
 
 setup:
 	VENV=$(VENV_ABS) bash tools/setup_env.sh
@@ -23,6 +23,10 @@ fullsize-demo: setup
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# ruff over the whole tree (configuration in pyproject.toml [tool.ruff]); CI runs it before the tests.
+lint: setup
+	$(VENV_ABS)/bin/ruff check .
 
 # Mutation testing of inline_backbones/models/ and inline_backbones/checkpoint.py against the fast tests
 # (pytest -m 'not slow'); configuration in pyproject.toml [tool.mutmut], working copy and results in

@@ -18,4 +18,5 @@ allow_mmengine_checkpoints()
 
 __version__ = '0.1.0'
 __all__ = ['CheckpointMismatchError', 'InLineAttention', 'InLinePVT', 'InLinePVTClassifier', 'InLineSwinClassifier',
-           'InLineSwinTransformer', 'MODELS', 'WindowAttention', 'allow_mmengine_checkpoints', 'load_pretrained', 'parse_attn_layout']
+           'InLineSwinTransformer', 'MODELS', 'WindowAttention', 'allow_mmengine_checkpoints', 'load_pretrained',
+           'parse_attn_layout']

@@ -1,14 +1,15 @@
 """Safe, strict loading of checkpoints for every model family (released files, mmengine Runner checkpoints,
 bare state dicts, URLs); nothing here knows a family's keys.
 
-Loading is one pipeline, :func:`load_pretrained`: :func:`load_checkpoint_file` (safe unpickling, download)
--> :func:`extract_state_dict` (unwrap ``model`` / ``state_dict`` / ``module.``, select ``prefix``) -> the family's
-key filter (:func:`filter_state_dict`) -> :func:`check_state_dict` (every missing, unexpected and mis-shaped key
-is an error naming them). A family filter is a function ``filter_fn(state_dict, model) -> state_dict``, timm's
-``checkpoint_filter_fn`` pattern; it lives beside the family's model (``inline_backbones/models/<family>_checkpoint.py``,
-whose docstring lists the key formats it accepts) and is found as the model's ``checkpoint_filter`` attribute.
-It converts the formats it knows into the model's keys, drops what the model rebuilds or does not have on
-purpose, and says which of the model's keys the file need not hold by returning a :class:`FilteredStateDict`.
+Loading is one pipeline, :func:`load_pretrained`: :func:`load_checkpoint_file` (safe unpickling, download) ->
+:func:`extract_state_dict` (unwrap ``model`` / ``state_dict`` / ``module.``, select ``prefix``) -> the family's key
+filter (:func:`filter_state_dict`) -> :func:`check_state_dict` (every missing, unexpected and mis-shaped key is an
+error naming them). A family filter is a function ``filter_fn(state_dict, model) -> state_dict``, timm's
+``checkpoint_filter_fn`` pattern; it lives beside the family's model
+(``inline_backbones/models/<family>_checkpoint.py``, whose docstring lists the key formats it accepts) and is found as
+the model's ``checkpoint_filter`` attribute. It converts the formats it knows into the model's keys, drops what the
+model rebuilds or does not have on purpose, and says which of the model's keys the file need not hold by returning a
+:class:`FilteredStateDict`.
 
 Everything goes through ``torch.load(..., weights_only=True)``; nothing turns the protection off.
 
@@ -298,7 +299,8 @@ def check_state_dict(model, state_dict, source, optional_prefixes=(), hint=None)
     mismatched = [f'{k}: checkpoint {tuple(state_dict[k].shape)} vs model {tuple(own[k].shape)}'
                   for k in state_dict if k in own and state_dict[k].shape != own[k].shape]
     if missing or unexpected or mismatched:
-        lines = [f'checkpoint {str(source)!r} does not fit {type(model).__name__}' + (f' ({hint})' if hint else '') + ':']
+        lines = [f'checkpoint {str(source)!r} does not fit {type(model).__name__}'
+                 + (f' ({hint})' if hint else '') + ':']
         for title, keys in (('missing in checkpoint', missing), ('unexpected in checkpoint', unexpected),
                             ('shape mismatch', mismatched)):
             if keys:
@@ -324,8 +326,10 @@ def filter_state_dict(model, state_dict, source='state dict', filter_fn=None):
     try:
         filtered = filter_fn(dict(state_dict), model)
     except CheckpointMismatchError as err:
-        raise CheckpointMismatchError(f'checkpoint {str(source)!r} does not fit {type(model).__name__}: {err}') from None
-    check_state_dict(model, filtered, source, getattr(filtered, 'optional_prefixes', ()), getattr(filtered, 'hint', None))
+        raise CheckpointMismatchError(
+            f'checkpoint {str(source)!r} does not fit {type(model).__name__}: {err}') from None
+    check_state_dict(model, filtered, source, getattr(filtered, 'optional_prefixes', ()),
+                     getattr(filtered, 'hint', None))
     return dict(filtered)
 
 

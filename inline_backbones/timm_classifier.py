@@ -11,6 +11,8 @@ that branch on sizes are leaves) and export with ``torch.export``; ``torch.jit.s
 released (``pretrained=True, pretrained_cfg_overlay=dict(file=PATH)``): timm hands the file to
 :meth:`ClassifierMixin.load_pretrained` (``custom_load``), the package's safe and strict loader.
 """
+from collections import deque
+
 import torch
 from timm.layers import register_notrace_function
 from timm.models import build_model_with_cfg
@@ -70,8 +72,7 @@ class ClassifierMixin:
 
     def forward_features(self, x):
         """(B, C_in, H, W) -> the last stage's normalised map, NHWC (B, H', W', C)."""
-        for out, tokens in iter_stages(self, x):
-            pass
+        out, tokens = deque(iter_stages(self, x), maxlen=1).pop()    # run every stage, keep the last output
         return to_nhwc(self.norm(out), tokens)
 
     def forward_head(self, x, pre_logits=False):

@@ -1,12 +1,12 @@
 """The InLine-Swin ImageNet classifiers as timm models: ``inline_swin_tiny``, ``inline_swin_small``,
 ``inline_swin_base`` (registered in timm's model registry when ``inline_backbones`` is imported).
 
-The classifier is the backbone :class:`InLineSwinTransformer` (the same trunk and keys) with timm's
-classifier interface (:mod:`inline_backbones.timm_classifier`) and the released model's head: with ``t``
-the tokens (B, N, C) out of the last stage, ``logits = head(mean_N(norm(t)))`` (LayerNorm ``norm``,
-average over the N tokens, Linear ``head``). Its state dict holds exactly the keys of the released checkpoints (``patch_embed.*``, ``layers.*``,
-``norm.*``, ``head.*``) except the buffers ``relative_position_index`` and ``attn_mask``, which the
-model rebuilds (:data:`~inline_backbones.models.swin_checkpoint.RELEASED_BUFFERS`).
+The classifier is the backbone :class:`InLineSwinTransformer` (the same trunk and keys) with timm's classifier
+interface (:mod:`inline_backbones.timm_classifier`) and the released model's head: with ``t`` the tokens (B, N, C) out
+of the last stage, ``logits = head(mean_N(norm(t)))`` (LayerNorm ``norm``, average over the N tokens, Linear
+``head``). Its state dict holds exactly the keys of the released checkpoints (``patch_embed.*``, ``layers.*``,
+``norm.*``, ``head.*``) except the buffers ``relative_position_index`` and ``attn_mask``, which the model rebuilds
+(:data:`~inline_backbones.models.swin_checkpoint.RELEASED_BUFFERS`).
 
 Released files load through timm, as released::
 

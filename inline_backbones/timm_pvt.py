@@ -1,10 +1,11 @@
 """The InLine-PVT ImageNet classifiers as timm models: ``inline_pvt_{tiny,small,medium,large}`` (registered in
 timm's model registry when ``inline_backbones`` is imported).
 
-The classifier is the backbone :class:`~inline_backbones.models.InLinePVT` (the same stages and keys) with
-timm's classifier interface (:mod:`inline_backbones.timm_classifier`) and the released model's head: with ``t`` the tokens (B, N, C) out of the last stage,
-``logits = head(mean_N(t))`` (no final norm, no class token). Its state dict holds our names for the released
-keys (:mod:`~inline_backbones.models.pvt_checkpoint`); released files load through timm as released::
+The classifier is the backbone :class:`~inline_backbones.models.InLinePVT` (the same stages and keys) with timm's
+classifier interface (:mod:`inline_backbones.timm_classifier`) and the released model's head: with ``t`` the tokens
+(B, N, C) out of the last stage, ``logits = head(mean_N(t))`` (no final norm, no class token). Its state dict holds
+our names for the released keys (:mod:`~inline_backbones.models.pvt_checkpoint`); released files load through timm as
+released::
 
     timm.create_model('inline_pvt_tiny', pretrained=True, pretrained_cfg_overlay=dict(file='inline_pvt_t.pth'))
 

@@ -7,8 +7,8 @@ from inline_backbones import InLineAttention
 from inline_backbones.analysis import AnalysisSettings, analyze_layer, inline_rows, linear_rows
 from inline_backbones.analysis import statistics as st
 from inline_backbones.analysis.capture import AttentionInput
-from inline_backbones.models.token_map import TokenMap
 from inline_backbones.models.linear_attention import EPS
+from inline_backbones.models.token_map import TokenMap
 
 HW = (5, 7)
 N = HW[0] * HW[1]
@@ -191,11 +191,13 @@ def test_capture_records_global_layers_and_rejects_windowed_inline():
     from inline_backbones import InLineSwinTransformer
     from inline_backbones.analysis.capture import capture_inline_inputs
     arch = dict(embed_dims=16, depths=[2, 2, 2, 2], num_heads=[1, 2, 2, 4])
-    records = capture_inline_inputs(InLineSwinTransformer(arch=arch, attn_type='IIIS').eval(), torch.randn(1, 3, 64, 96))
+    model = InLineSwinTransformer(arch=arch, attn_type='IIIS').eval()
+    records = capture_inline_inputs(model, torch.randn(1, 3, 64, 96))
     assert [(r.name, r.hw_shape, tuple(r.tokens.shape)) for r in records[::2]] == [
         ('layers.0.blocks.0.attn', (16, 24), (384, 16)), ('layers.1.blocks.0.attn', (8, 12), (96, 32)),
         ('layers.2.blocks.0.attn', (4, 6), (24, 64))]
     with pytest.raises(ValueError, match='inline_window_size=4'):
-        capture_inline_inputs(InLineSwinTransformer(arch=arch, attn_type='IIIS', inline_window_size=4), torch.randn(1, 3, 64, 96))
+        capture_inline_inputs(InLineSwinTransformer(arch=arch, attn_type='IIIS', inline_window_size=4),
+                              torch.randn(1, 3, 64, 96))
     with pytest.raises(ValueError, match='no InLine attention layer'):
         capture_inline_inputs(InLineSwinTransformer(arch=arch, attn_type='SSSS'), torch.randn(1, 3, 64, 96))

@@ -308,7 +308,8 @@ def test_window_attention_arguments_dropout_and_repr():
 
 def test_block_rejects_unknown_mixer():
     from inline_backbones.models.blocks import TransformerBlock
-    with pytest.raises(ValueError, match=r"unknown token mixer 'global'; registered: \['inline', 'inline_pvt', 'linear', 'spatial_reduction', 'window'\]"):
+    registered = r"\['inline', 'inline_pvt', 'linear', 'spatial_reduction', 'window'\]"
+    with pytest.raises(ValueError, match=r"unknown token mixer 'global'; registered: " + registered):
         TransformerBlock(16, 2, dict(type='global'))
 
 

@@ -110,8 +110,10 @@ def test_checkpoint_of_another_arch_fails_naming_keys(tmp_path):
     small = InLineSwinTransformer('small', init_cfg=dict(type='Pretrained', checkpoint=str(path)))
     with pytest.raises(CheckpointMismatchError, match=r'missing in checkpoint \(\d+\): .*layers\.2\.blocks\.6\.'):
         small.init_weights()
-    other_layout = InLineSwinTransformer('tiny', attn_type='IISS', init_cfg=dict(type='Pretrained', checkpoint=str(path)))
-    with pytest.raises(CheckpointMismatchError, match=r'(?s)relative_position_bias_table.*unexpected in checkpoint.*residual'):
+    other_layout = InLineSwinTransformer('tiny', attn_type='IISS',
+                                         init_cfg=dict(type='Pretrained', checkpoint=str(path)))
+    with pytest.raises(CheckpointMismatchError,
+                       match=r'(?s)relative_position_bias_table.*unexpected in checkpoint.*residual'):
         other_layout.init_weights()
 
 
@@ -178,7 +180,8 @@ def test_missing_file_is_a_clear_error(tmp_path):
 
 
 def _small_state(**overrides):
-    state = {k: torch.randn_like(v) for k, v in InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS').state_dict().items()}
+    source = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS')
+    state = {k: torch.randn_like(v) for k, v in source.state_dict().items()}
     return {**state, **overrides}
 
 
@@ -213,7 +216,8 @@ def test_truncated_file_is_a_clear_error(tmp_path):
     torch.save({'model': _small_state()}, path)
     data = path.read_bytes()
     path.write_bytes(data[:len(data) // 2])
-    model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS', init_cfg=dict(type='Pretrained', checkpoint=str(path)))
+    model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS',
+                                  init_cfg=dict(type='Pretrained', checkpoint=str(path)))
     with pytest.raises(RuntimeError, match=r'cannot load checkpoint .*cut\.pth'):
         model.init_weights()
 
@@ -241,7 +245,8 @@ def _write_payload(path, how, marker):
 def test_malicious_checkpoint_is_refused_without_running_its_payload(tmp_path, how):
     path, marker = tmp_path / 'evil.pth', tmp_path / 'payload_ran'
     _write_payload(path, how, marker)
-    model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS', init_cfg=dict(type='Pretrained', checkpoint=str(path)))
+    model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS',
+                                  init_cfg=dict(type='Pretrained', checkpoint=str(path)))
     with pytest.raises(RuntimeError, match=r'cannot load checkpoint .*evil\.pth.* safely \(weights_only=True\)') as err:
         model.init_weights()
     assert 'UnpicklingError' in str(err.value)

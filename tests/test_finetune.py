@@ -12,7 +12,6 @@ import subprocess
 import sys
 
 import pytest
-
 from mmengine.config import Config
 
 from inline_backbones.data import generate_shapes_dataset

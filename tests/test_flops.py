@@ -1,7 +1,6 @@
 """mmengine's FLOP analysis (with our handles) counts InLine attention exactly as a hand count."""
 import pytest
 import torch
-
 from torch import nn
 
 from inline_backbones import InLineAttention, WindowAttention

@@ -177,7 +177,8 @@ def test_without_qkv_bias_matches_naive_reference(kernel_func):
     attn = InLineAttention(16, 2, qkv_bias=False, kernel_func=kernel_func).double()
     assert attn.qkv.bias is None
     x = torch.randn(2, 20, 16, dtype=torch.float64) + 0.3
-    torch.testing.assert_close(attn(x, TokenMap.of(x, (4, 5))), naive_inline_attention(attn, x, (4, 5)), rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(attn(x, TokenMap.of(x, (4, 5))), naive_inline_attention(attn, x, (4, 5)),
+                               rtol=1e-10, atol=1e-10)
 
 
 def test_extra_repr():

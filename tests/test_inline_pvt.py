@@ -193,7 +193,8 @@ def test_registry_frozen_stages_and_grad_checkpointing():
     small = dict(embed_dims=[8, 16, 24, 32], depths=[1, 2, 1, 1], num_heads=[1, 2, 3, 4])
     model = MODELS.build(dict(type='inline_backbones.InLinePVT', arch=small, attn_type='ISIS', frozen_stages=4))
     assert isinstance(model, InLinePVT) and not any(p.requires_grad for p in model.parameters())
-    model = MODELS.build(dict(type='inline_backbones.InLinePVT', arch=small, attn_type='ISIS', frozen_stages=1, drop_path_rate=0.))
+    model = MODELS.build(dict(type='inline_backbones.InLinePVT', arch=small, attn_type='ISIS', frozen_stages=1,
+                              drop_path_rate=0.))
     assert not any(p.requires_grad for p in model.layers[0].parameters())
     assert all(p.requires_grad for p in model.layers[1].parameters())
     x = torch.randn(1, 3, 64, 96)

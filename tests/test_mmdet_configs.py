@@ -68,7 +68,8 @@ def test_config_trains_and_infers_one_step(config):
         assert cfg.model.backbone.init_cfg.checkpoint in RELEASED_CHECKPOINTS.values()
     else:
         assert cfg.custom_imports['imports'] == ['inline_backbones', 'inline_backbones.det_preprocessor']
-        assert cfg.model.backbone.padding_aware and cfg.model.data_preprocessor.type.endswith('RegionDetDataPreprocessor')
+        assert cfg.model.backbone.padding_aware
+        assert cfg.model.data_preprocessor.type.endswith('RegionDetDataPreprocessor')
         assert cfg.model.backbone.type == 'inline_backbones.InLineSwinTransformer'
     if config.endswith('_coco.py') and 'inline-swin' in config:
         assert cfg.optim_wrapper.optimizer.type == 'AdamW' and cfg.optim_wrapper.optimizer.lr == 1e-4
@@ -105,7 +106,8 @@ def test_config_trains_and_infers_one_step(config):
 
 
 def test_mask_rcnn_tiny_params_match_swin_tiny():
-    ours = build_detector(Config.fromfile(osp.join(ROOT, 'mmdet_configs', 'mask-rcnn_inline-swin-t_fpn_ms-crop-1x_coco.py')))
+    config = osp.join(ROOT, 'mmdet_configs', 'mask-rcnn_inline-swin-t_fpn_ms-crop-1x_coco.py')
+    ours = build_detector(Config.fromfile(config))
     swin = build_detector(get_config('mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py'))
     ratio = n_params(ours) / n_params(swin)
     assert 0.97 < ratio < 1.03, (n_params(ours), n_params(swin))

@@ -62,7 +62,8 @@ def test_config_trains_and_infers_one_step(config):
         assert cfg.model.backbone.type == 'inline_backbones.InLinePVT'
     else:
         assert cfg.custom_imports['imports'] == ['inline_backbones', 'inline_backbones.seg_preprocessor']
-        assert cfg.model.backbone.padding_aware and cfg.model.data_preprocessor.type.endswith('RegionSegDataPreProcessor')
+        assert cfg.model.backbone.padding_aware
+        assert cfg.model.data_preprocessor.type.endswith('RegionSegDataPreProcessor')
         assert cfg.model.backbone.type == 'inline_backbones.InLineSwinTransformer'
     if 'ade20k' in config and not pvt:
         opt = cfg.optim_wrapper.optimizer

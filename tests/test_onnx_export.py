@@ -10,8 +10,14 @@ import timm
 import torch
 from padding_cases import small_backbone
 
-from inline_backbones.export import ExtractFeat, export_onnx, flat_outputs, onnxruntime_session, relative_errors, \
-    run_onnx
+from inline_backbones.export import (
+    ExtractFeat,
+    export_onnx,
+    flat_outputs,
+    onnxruntime_session,
+    relative_errors,
+    run_onnx,
+)
 from inline_backbones.models.graph_mode import exporting, exporting_or_tracing, may_branch_on_size
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
@@ -121,10 +127,10 @@ def test_timm_classifier_exports(exporter, onnx_stack, tmp_path):
 @pytest.mark.parametrize('exporter', [pytest.param('dynamo', marks=pytest.mark.slow), 'torchscript'])
 def test_mask_rcnn_config_features_export(exporter, onnx_stack, tmp_path):
     """``extract_feat`` (backbone + FPN) of the Mask R-CNN InLine-Swin-T config on a small trunk."""
-    from mmengine.config import Config
-    from mmengine.registry import init_default_scope
     from mmdet.registry import MODELS
     from mmdet.utils import register_all_modules
+    from mmengine.config import Config
+    from mmengine.registry import init_default_scope
 
     register_all_modules(init_default_scope=False)
     init_default_scope('mmdet')
@@ -162,7 +168,7 @@ def test_padding_aware_backbone_exports_with_the_regions_as_an_input(exporter, o
         regions = torch.tensor(regions)
         images = torch.randn(2, 3, *hw)
         with torch.no_grad():
-            reference = eager(lambda t: model(t, image_shapes=regions), images)
+            reference = eager(lambda t, regions=regions: model(t, image_shapes=regions), images)
         errors = relative_errors(run_onnx(session, images, regions), reference)
         assert len(errors) == 4 and max(errors) < TOL, (hw, errors)
 

@@ -6,8 +6,8 @@ from padding_cases import IMAGE_SIZES, images, relative_difference_on_region, sm
 
 from inline_backbones.models.image_regions import attach_image_shapes, infer_image_shapes
 from inline_backbones.models.inline_attention import KERNEL_FUNCTIONS, InLineAttention
-from inline_backbones.models.window_attention import WindowAttention
 from inline_backbones.models.token_map import TokenMap
+from inline_backbones.models.window_attention import WindowAttention
 
 mmdet_pre = pytest.importorskip('mmdet.models.data_preprocessors')
 mmseg_pre = pytest.importorskip('mmseg.models.data_preprocessor')

@@ -33,7 +33,7 @@ def assert_batched_equals_alone(model, run_batch, run_alone):
     batched = backbone_outputs(model, run_batch)
     assert batched[0].shape[-2:] == (40, 56)                  # padded to 160 x 224 pixels
     for i, hw in enumerate(IMAGE_SIZES):
-        alone = backbone_outputs(model, lambda: run_alone(i))
+        alone = backbone_outputs(model, lambda i=i: run_alone(i))
         assert relative_difference_on_region(batched, alone, i, hw) < 1e-4
 
 

@@ -68,7 +68,8 @@ def assert_weight_decay_applied(cfg, base_wd):
     assert set(decay) == set(names.values())
     no_decay = {n for n, wd in decay.items() if wd == 0}
     assert all(wd == base_wd for wd in decay.values() if wd != 0)
-    assert no_decay == {n for n in decay if any(k in n for k in ('.norm', 'relative_position_bias_table', '.residual.'))}
+    no_decay_keys = ('.norm', 'relative_position_bias_table', '.residual.')
+    assert no_decay == {n for n in decay if any(k in n for k in no_decay_keys)}
     for name in ('backbone.layers.0.blocks.0.attn.residual.2.bias', 'backbone.layers.0.blocks.0.attn.residual.0.weight',
                  'backbone.layers.0.blocks.0.norm1.weight', 'backbone.norm0.bias',
                  'backbone.layers.3.blocks.0.attn.relative_position_bias_table'):

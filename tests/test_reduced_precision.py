@@ -151,4 +151,5 @@ def test_q_m_folded_or_not_equals_the_n_by_n_formula(hw, qkv_bias):
         for p in attn.parameters():
             p.add_(torch.randn_like(p) * 0.1)
         x = torch.randn(2, hw[0] * hw[1], 32, dtype=torch.double)
-        torch.testing.assert_close(attn(x, TokenMap.of(x, hw)), naive_inline_attention(attn, x, hw), rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(attn(x, TokenMap.of(x, hw)), naive_inline_attention(attn, x, hw),
+                                   rtol=1e-10, atol=1e-12)

@@ -8,8 +8,14 @@ import torch
 import torch.nn.functional as F
 from padding_cases import small_backbone
 
-from inline_backbones.models.image_regions import (SHAPES_ATTR, RegionBatch, attach_image_shapes,
-                                                   image_shapes_of, infer_image_shapes, split_regions)
+from inline_backbones.models.image_regions import (
+    SHAPES_ATTR,
+    RegionBatch,
+    attach_image_shapes,
+    image_shapes_of,
+    infer_image_shapes,
+    split_regions,
+)
 
 SHAPES = [(100, 120), (60, 70), (90, 30)]
 

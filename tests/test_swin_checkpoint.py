@@ -183,7 +183,8 @@ def test_model_without_filter_loads_as_is_and_strictly(tmp_path):
     assert load_pretrained(linear, tmp_path / 'lin.pth') == ['bias', 'weight']
     assert torch.equal(linear.weight, torch.ones(2, 3))
     torch.save({'weight': torch.ones(2, 3), 'bias': torch.zeros(2), 'extra': torch.zeros(1)}, tmp_path / 'extra.pth')
-    with pytest.raises(CheckpointMismatchError, match=r"does not fit Linear:\n  unexpected in checkpoint \(1\): extra$"):
+    with pytest.raises(CheckpointMismatchError,
+                       match=r"does not fit Linear:\n  unexpected in checkpoint \(1\): extra$"):
         load_pretrained(linear, tmp_path / 'extra.pth')
     drop_extra = lambda sd, model: FilteredStateDict({k: v for k, v in sd.items() if k != 'extra'},  # noqa: E731
                                                      optional_prefixes=('bias',))

@@ -11,7 +11,8 @@ def _random_trunk(model):
     """Fill every parameter (LayerNorms and bias tables included) with non-trivial random values."""
     with torch.no_grad():
         for name, p in model.named_parameters():
-            p.copy_(torch.randn_like(p) * (0.5 if 'norm' in name else 0.05) + (1.0 if name.endswith('norm1.weight') else 0.0))
+            scale, shift = (0.5 if 'norm' in name else 0.05), (1.0 if name.endswith('norm1.weight') else 0.0)
+            p.copy_(torch.randn_like(p) * scale + shift)
     return model
 
 

@@ -23,7 +23,7 @@ def parse_point(text):
     try:
         x, y = (int(v) for v in text.split(','))
     except ValueError:
-        raise argparse.ArgumentTypeError(f'a point is "x,y" in pixels of the resized image, got {text!r}')
+        raise argparse.ArgumentTypeError(f'a point is "x,y" in pixels of the resized image, got {text!r}') from None
     return x, y
 
 

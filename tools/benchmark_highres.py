@@ -317,7 +317,8 @@ def benchmark(args):
     sizes = [parse_size(s) for s in args.sizes]
     runners = {(name, mode): BenchModel(args, name, device, mode, sizes[0])
                for name in args.models for mode in args.dtype}
-    gemms = {DTYPE_NAMES[d]: gemm_runner(d, device, args.gemm_size) for d in dict.fromkeys(MODES[m][0] for m in args.dtype)}
+    dtypes = dict.fromkeys(MODES[m][0] for m in args.dtype)           # in order, without repeats
+    gemms = {DTYPE_NAMES[d]: gemm_runner(d, device, args.gemm_size) for d in dtypes}
     results, last, flops = [], {}, {}
     total = len(sizes) * (args.warmup + args.repeats) * (len(runners) + len(gemms))
     with Progress(transient=True) as progress:

@@ -102,7 +102,8 @@ def run(args):
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('data', help='ImageFolder root: one folder of images per class')
-    parser.add_argument('--model', default='inline_swin_tiny', help='timm model name (inline_swin_tiny|small|base, inline_pvt_tiny|small|medium|large)')
+    parser.add_argument('--model', default='inline_swin_tiny',
+                        help='timm model name (inline_swin_tiny|small|base, inline_pvt_tiny|small|medium|large)')
     parser.add_argument('--checkpoint', required=True, help='released .pth (or a state-dict file)')
     parser.add_argument('--num-classes', type=int, help="classes of the checkpoint's head (default 1000)")
     parser.add_argument('--model-args', type=json.loads, default={},

@@ -8,7 +8,8 @@ onnxruntime against eager PyTorch.
 ``MODEL`` is an mmdet/mmseg config of this repo (exported: ``extract_feat``, the backbone and neck, whose
 outputs are the neck's maps, or with ``--backbone-only`` the backbone's stage maps; ``--checkpoint`` a
 whole-model checkpoint; the backbone's pretrained ``init_cfg`` is not loaded) or a timm model name such
-as ``inline_swin_tiny`` (exported: the logits; ``--checkpoint`` a released or timm-format file). Random weights without ``--checkpoint``.
+as ``inline_swin_tiny`` (exported: the logits; ``--checkpoint`` a released or timm-format file). Random weights
+without ``--checkpoint``.
 
 ``--exporter dynamo`` (torch's default exporter) or ``torchscript`` (fixed size only); ``--dynamic``
 (dynamo only) makes H and W symbolic multiples of 32 within the range, and the file is checked at both
@@ -27,8 +28,16 @@ import time
 import torch
 from mmengine.config import Config, DictAction
 
-from inline_backbones.export import EXPORTERS, OPSET, ExtractFeat, export_onnx, flat_outputs, onnxruntime_session, \
-    relative_errors, run_onnx
+from inline_backbones.export import (
+    EXPORTERS,
+    OPSET,
+    ExtractFeat,
+    export_onnx,
+    flat_outputs,
+    onnxruntime_session,
+    relative_errors,
+    run_onnx,
+)
 
 
 def build_model(name, checkpoint=None, cfg_options=None, backbone_only=False):

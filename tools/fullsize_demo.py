@@ -30,7 +30,8 @@ def generated_image(height=800, width=1333, seed=0):
     img = np.clip(127 + 40 * img, 0, 255).astype(np.uint8)
     for _ in range(8):
         color = tuple(int(c) for c in rng.integers(0, 256, 3))
-        cx, cy, r = int(rng.integers(100, width - 100)), int(rng.integers(100, height - 100)), int(rng.integers(30, 120))
+        cx, cy = int(rng.integers(100, width - 100)), int(rng.integers(100, height - 100))
+        r = int(rng.integers(30, 120))
         if rng.random() < 0.5:
             cv2.circle(img, (cx, cy), r, color, -1)
         else:
@@ -68,7 +69,6 @@ def run_detector(img, device, out_dir):
 def run_segmentor(img, device, out_dir):
     from mmengine.config import Config
     from mmseg.apis import inference_model, init_model, show_result_pyplot
-
     from mmseg.datasets import ADE20KDataset
 
     cfg = Config.fromfile(SEG_CONFIG)
@@ -84,7 +84,8 @@ def run_segmentor(img, device, out_dir):
     seg = result.pred_sem_seg.data
     net_h, net_w = result.metainfo['img_shape']
     print(f'[demo] UperNet InLine-Swin-T: {n_params:.1f}M params, input {img.shape[1]}x{img.shape[0]} '
-          f'(network {net_w}x{net_h}) -> label map {tuple(seg.shape[-2:])}, {int(seg.unique().numel())} classes present, {seconds:.2f} s')
+          f'(network {net_w}x{net_h}) -> label map {tuple(seg.shape[-2:])}, '
+          f'{int(seg.unique().numel())} classes present, {seconds:.2f} s')
     show_result_pyplot(model, img, result, show=False, opacity=0.5,
                        out_file=osp.join(out_dir, 'upernet_inline_swin_t.png'))
 

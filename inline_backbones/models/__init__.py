@@ -5,4 +5,5 @@ from .layout import parse_attn_layout
 from .linear_attention import LinearAttention
 from .window_attention import WindowAttention
 
-__all__ = ['InLineAttention', 'InLinePVT', 'InLineSwinTransformer', 'LinearAttention', 'WindowAttention', 'parse_attn_layout']
+__all__ = ['InLineAttention', 'InLinePVT', 'InLineSwinTransformer', 'LinearAttention', 'WindowAttention',
+           'parse_attn_layout']

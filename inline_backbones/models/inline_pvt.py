@@ -101,7 +101,7 @@ class InLinePVT(StagedBackbone):
         dpr = torch.linspace(0, drop_path_rate, sum(depths), device='cpu').tolist()   # also under a meta device
         self.layers = nn.ModuleList()
         grid, channels = pretrain_img_size, in_channels
-        for i, depth in enumerate(depths):
+        for i in range(num_stages):
             grid //= patch_sizes[i]
             mixer_cfgs = {
                 'inline_pvt': dict(type='inline_pvt', qkv_bias=qkv_bias, proj_drop_rate=drop_rate),
@@ -112,7 +112,8 @@ class InLinePVT(StagedBackbone):
                              drop_rate=drop_rate)
             self.layers.append(Stage(
                 dims[i], arch['num_heads'][i], [mixer_cfgs[name] for name in layout[i]],
-                mlp_ratio=arch['mlp_ratios'][i], drop_rate=drop_rate, drop_path_rates=dpr[sum(depths[:i]):sum(depths[:i + 1])],
+                mlp_ratio=arch['mlp_ratios'][i], drop_rate=drop_rate,
+                drop_path_rates=dpr[sum(depths[:i]):sum(depths[:i + 1])],
                 with_cp=with_cp, norm_eps=arch['block_norm_eps'], embed=embed))
             channels = dims[i]
         self.num_features = list(dims)

@@ -10,8 +10,8 @@ from .backbone import StagedBackbone
 from .blocks import PatchEmbed, PatchMerging
 from .layout import parse_attn_layout
 from .stages import Stage, iter_stages, to_nchw
-from .token_map import TokenMap
 from .swin_checkpoint import checkpoint_filter_fn
+from .token_map import TokenMap
 
 
 @MODELS.register_module()
@@ -107,7 +107,7 @@ class InLineSwinTransformer(StagedBackbone):
         self.layers = nn.ModuleList()
         self.num_features = []
         dims = arch['embed_dims']
-        for i, depth in enumerate(depths):
+        for i in range(num_stages):
             self.layers.append(Stage(
                 dims, num_heads[i], [mixer_cfgs[name] for name in layout[i]], mlp_ratio=mlp_ratio,
                 drop_rate=drop_rate, drop_path_rates=dpr[sum(depths[:i]):sum(depths[:i + 1])], with_cp=with_cp,

@@ -59,7 +59,8 @@ def _reduction_from_unfold(weight):
 
 
 def _norm_from_unfold(vector):
-    """(4C,) LayerNorm weight or bias in ``nn.Unfold``'s order -> released order (see :func:`_reduction_from_unfold`)."""
+    """(4C,) LayerNorm weight or bias in ``nn.Unfold``'s order -> released order
+    (see :func:`_reduction_from_unfold`)."""
     return vector.reshape(-1, 4).transpose(0, 1)[_SWIN_FROM_UNFOLD, :].reshape(-1)
 
 
