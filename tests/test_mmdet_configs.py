@@ -54,7 +54,7 @@ def test_twenty_coco_configs_and_the_embedded_one():
                 assert f'{model}_inline-swin-{size}_fpn_ms-crop-{sched}_coco.py' in names
 
 
-def deeper_pvt(config):
+def infers_only(config):
     """Configs whose model is another config's with deeper stages (InLine-PVT-S/M/L) or only another schedule
     (the 3x ones, whose 1x twins train here): they infer a step only."""
     return any(f'inline-pvt-{size}_' in osp.basename(config) for size in 'sml') or '-3x_' in osp.basename(config)
@@ -88,7 +88,7 @@ def test_config_trains_and_infers_one_step(config):
     num_classes = cfg.model.roi_head.mask_head.num_classes if with_mask else 80
     packed = demo_mm_inputs(batch_size=2, image_shapes=[(3, 160, 224), (3, 193, 257)], num_items=[3, 2],
                             num_classes=num_classes, with_mask=True)
-    if not deeper_pvt(config):   # InLine-PVT-S/M/L: the T model's code with deeper stages; they infer only
+    if not infers_only(config):   # InLine-PVT-S/M/L: the T model's code with deeper stages; they infer only
         model.train()
         data = model.data_preprocessor(packed, True)
         losses = model(**data, mode='loss')

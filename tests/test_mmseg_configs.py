@@ -49,7 +49,7 @@ def test_three_ade20k_configs_and_the_embedded_one():
         assert f'fpn_inline-pvt-{size}_8xb2-40k_ade20k-512x512.py' in names
 
 
-def deeper_pvt(config):
+def infers_only(config):
     """InLine-PVT-S/M/L configs (the T config's code, recipe and heads with deeper stages)."""
     return any(f'inline-pvt-{size}_' in osp.basename(config) for size in 'sml')
 
@@ -79,7 +79,7 @@ def test_config_trains_and_infers_one_step(config):
         # same code paths; the recipe's values are checked in test_recipes.py / test_pvt_recipes.py).
         cfg.model.data_preprocessor.size = (128, 160)
     model = build_segmentor(cfg)
-    if not deeper_pvt(config):   # InLine-PVT-S/M/L: the T model's code with deeper stages; they infer only
+    if not infers_only(config):   # InLine-PVT-S/M/L: the T model's code with deeper stages; they infer only
         batch = demo_batch(cfg.model.decode_head.num_classes)
         model.train()
         data = model.data_preprocessor(batch, True)
