@@ -8,6 +8,7 @@
 The checker takes the repository root, so the tests below also run it on planted broken trees.
 """
 import re
+import subprocess
 import unicodedata
 from pathlib import Path
 
@@ -78,8 +79,20 @@ def expand_braces(text):
             for out in expand_braces(text[:match.start()] + option + text[match.end():])]
 
 
-def check_link(root, page, target, where):
-    """Problems with one link target written in ``page`` (none for external links)."""
+def published(root):
+    """Paths git publishes (tracked, or new and not ignored) and their folders; None outside a git checkout."""
+    try:
+        out = subprocess.run(['git', '-C', str(root), 'ls-files', '-z', '--cached', '--others', '--exclude-standard'],
+                             capture_output=True, check=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    files = [Path(f) for f in out.split('\0') if f]
+    return {root.resolve() / p for f in files for p in (f, *f.parents)}
+
+
+def check_link(root, page, target, where, public=None):
+    """Problems with one link target written in ``page`` (none for external links); ``public``: what git publishes
+    (a file that exists here but is ignored by git is as dead on GitHub as a missing one)."""
     if not target or re.match(r'^[a-z][a-z0-9+.-]*:', target, re.I):          # http:, https:, mailto:, ...
         return []
     path_part, _, anchor = target.partition('#')
@@ -88,6 +101,8 @@ def check_link(root, page, target, where):
         return [f'{where}: link {target!r} leaves the repository']
     if not resolved.exists():
         return [f'{where}: link {target!r}: {resolved.relative_to(root.resolve())} does not exist']
+    if public is not None and resolved not in public:
+        return [f'{where}: link {target!r}: {resolved.relative_to(root.resolve())} is ignored by git']
     if anchor and resolved.suffix == '.md' and anchor not in anchors(resolved):
         return [f'{where}: link {target!r}: no heading with anchor #{anchor} in {resolved.name}']
     return []
@@ -116,7 +131,7 @@ def makefile_targets(root):
 def check_docs(root):
     """Every problem of the repository's markdown, as ``file:line: what``."""
     root = Path(root)
-    targets = makefile_targets(root)
+    targets, public = makefile_targets(root), published(root)
 
     def bad_make(text, where):
         return [f'{where}: make target {t!r} is not in the Makefile' for t in MAKE_TARGET.findall(text)
@@ -145,7 +160,7 @@ def check_docs(root):
         for pattern in (INLINE_LINK, HTML_ATTR, REFERENCE_DEF):
             for match in pattern.finditer(outside_code):
                 where = f'{name}:{numbers[outside_code.count(chr(10), 0, match.start())]}'
-                problems += check_link(root, page, match.group(1), where)
+                problems += check_link(root, page, match.group(1), where, public)
     return sorted(set(problems), key=problems.index)
 
 
@@ -240,6 +255,17 @@ def test_checker_reports_a_broken_command(tmp_path, command, expected):
     readme = GOOD_README.replace('python tools/run.py mmdet_configs/a_t.py --checkpoint CKPT', command)
     problems = check_docs(plant(tmp_path, readme=readme))
     assert problems and expected in problems[0], problems
+
+
+def test_checker_reports_a_link_to_a_file_git_ignores(tmp_path):
+    plant(tmp_path)
+    (tmp_path / '.gitignore').write_text('outputs/\n')
+    (tmp_path / 'outputs').mkdir()
+    (tmp_path / 'outputs' / 'plot.png').write_text('x')
+    subprocess.run(['git', 'init', '-q', str(tmp_path)], check=True)
+    assert check_docs(tmp_path) == []
+    (tmp_path / 'README.md').write_text(GOOD_README + '\n![result](outputs/plot.png)\n')
+    assert check_docs(tmp_path) == ["README.md:18: link 'outputs/plot.png': outputs/plot.png is ignored by git"]
 
 
 def test_checker_reads_links_in_other_pages_relative_to_the_page(tmp_path):
