@@ -80,9 +80,14 @@ def expand_braces(text):
 
 
 def published(root):
-    """Paths git publishes (tracked, or new and not ignored) and their folders; None outside a git checkout."""
+    """Paths git publishes (tracked, or new and not ignored) and their folders; None unless ``root`` is the top of a
+    git checkout (a copy inside another checkout, as mutmut's ``mutants/``, says nothing about publishing)."""
+    git = ['git', '-C', str(root)]
     try:
-        out = subprocess.run(['git', '-C', str(root), 'ls-files', '-z', '--cached', '--others', '--exclude-standard'],
+        top = subprocess.run(git + ['rev-parse', '--show-toplevel'], capture_output=True, check=True, text=True)
+        if Path(top.stdout.strip()).resolve() != Path(root).resolve():
+            return None
+        out = subprocess.run(git + ['ls-files', '-z', '--cached', '--others', '--exclude-standard'],
                              capture_output=True, check=True, text=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
