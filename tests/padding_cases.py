@@ -36,7 +36,7 @@ def images(seed=0):
 def relative_difference_on_region(batched, alone, index, hw):
     """max over stages of |batched - alone| / |alone| (Frobenius) on image ``index``'s own region."""
     worst = 0.
-    for out_b, out_a, stride in zip(batched, alone, STRIDES):
+    for out_b, out_a, stride in zip(batched, alone, STRIDES, strict=True):
         h, w = math.ceil(hw[0] / stride), math.ceil(hw[1] / stride)
         a = out_a[0, :, :h, :w]
         b = out_b[index, :, :h, :w]

@@ -80,7 +80,7 @@ def stage_tokens(backbone, x):
 def assert_stage_tokens_equal(actual, reference, rtol=1e-4):
     """Each stage within ``rtol`` relative (Frobenius norm of the difference over the reference's)."""
     assert len(actual) == len(reference)
-    for i, (a, r) in enumerate(zip(actual, reference)):
+    for i, (a, r) in enumerate(zip(actual, reference, strict=True)):
         assert a.shape == r.shape, f'stage {i}: {tuple(a.shape)} vs {tuple(r.shape)}'
         rel = ((a - r).norm() / r.norm()).item()
         assert rel < rtol, f'stage {i}: relative difference {rel:.2e} >= {rtol}'

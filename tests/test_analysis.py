@@ -55,7 +55,7 @@ def naive_negative(A, v):
 def naive_locality(A, index, size):
     H, W = HW
     mass, count = 0.0, 0
-    for row, i in zip(A, index.tolist()):
+    for row, i in zip(A, index.tolist(), strict=True):
         y, x = divmod(i, W)
         for yy in range(y - size // 2, y + size // 2 + 1):
             for xx in range(x - size // 2, x + size // 2 + 1):
@@ -127,7 +127,7 @@ def test_pairs_and_total_variation_equal_naive():
     assert pairs[:5, 1].tolist() == index[cos_all.argmax(1)].tolist()         # nearest neighbours
     for rows, A in ((inline_rows(q[0], k[0]), inline_A[0]), (linear_rows(q[0], k[0]), linear_A[0])):
         cosine, tv = st.pair_distances(rows, q[0], pairs, chunk=5)
-        for (a, b), c, t in zip(pairs.tolist(), cosine, tv):
+        for (a, b), c, t in zip(pairs.tolist(), cosine, tv, strict=True):
             assert float(t) == pytest.approx(0.5 * float((A[a] - A[b]).abs().sum()), rel=1e-9)
             assert float(c) == pytest.approx(float(q[0][a] @ q[0][b] / q[0][a].norm() / q[0][b].norm()), rel=1e-9)
 

@@ -66,7 +66,7 @@ def test_backbone_from_a_detector_checkpoint_and_test_scale(tmp_path):
     loaded, norm = build_backbone(DET_CONFIG, checkpoint=path, prefix='backbone.', kernel_func='relu')
     assert isinstance(loaded, InLineSwinTransformer) and not loaded.training
     assert loaded.layers[0].blocks[0].attn.kernel_func == 'relu'
-    for (name, a), b in zip(reference.state_dict().items(), loaded.state_dict().values()):
+    for (name, a), b in zip(reference.state_dict().items(), loaded.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
     assert norm['std'] == [58.395, 57.12, 57.375] and norm['bgr_to_rgb']
     assert config_resize(DET_CONFIG) == ((256, 256), True)

@@ -167,7 +167,7 @@ def test_with_cp_recomputes_blocks_and_gives_same_outputs_and_gradients():
         outs.append([o.detach() for o in out])
         grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
         assert all(torch.isfinite(g).all() for g in grads[-1].values())
-    for a, b in zip(*outs):
+    for a, b in zip(*outs, strict=True):
         torch.testing.assert_close(b, a, rtol=1e-6, atol=1e-6)
     for name, g in grads[0].items():
         torch.testing.assert_close(grads[1][name], g, rtol=1e-5, atol=1e-6, msg=name)
@@ -210,7 +210,7 @@ def test_drop_path_is_random_in_training_and_replayed_by_with_cp():
         results.append(([o.detach() for o in out], {n: p.grad.clone() for n, p in model.named_parameters()}))
     (out_plain, grad_plain), (out_ckpt, grad_ckpt) = results
     assert not torch.allclose(out_plain[-1], eval_out[-1], rtol=1e-3, atol=1e-3)
-    for a, b in zip(out_plain, out_ckpt):
+    for a, b in zip(out_plain, out_ckpt, strict=True):
         torch.testing.assert_close(b, a, rtol=1e-6, atol=1e-6)
     for name, g in grad_plain.items():
         torch.testing.assert_close(grad_ckpt[name], g, rtol=1e-5, atol=1e-6, msg=name)
@@ -245,7 +245,7 @@ def test_bf16_autocast_at_1024_is_close_to_fp32():
         with torch.autocast('cpu', dtype=torch.bfloat16):
             outs = model(x)
     assert [o.shape[-1] for o in outs] == [256, 128, 64, 32]
-    for level, (o, r) in enumerate(zip(outs, ref)):
+    for level, (o, r) in enumerate(zip(outs, ref, strict=True)):
         assert o.dtype == torch.bfloat16
         rel = ((o.float() - r).norm() / r.norm()).item()
         assert rel < BF16_BACKBONE_RTOL, (level, rel)
@@ -286,7 +286,7 @@ def test_only_the_last_stage_skips_the_shift_at_224x320():
             h.remove()
         sizes = [tokens.hw_shape for _, tokens, _ in captured]
         same = [torch.equal(_stage_without_shift(stage)(x, tokens)[0], out)
-                for stage, (x, tokens, out) in zip(model.layers, captured)]
+                for stage, (x, tokens, out) in zip(model.layers, captured, strict=True)]
     assert sizes == [(56, 80), (28, 40), (14, 20), (7, 10)]
     assert same == [False, False, False, True]
 

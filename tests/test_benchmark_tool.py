@@ -62,7 +62,7 @@ def test_benchmark_tool_end_to_end(tmp_path):
     assert data['meta']['threads'] == torch.get_num_threads() and data['meta']['dtype'] == ['fp32']
     rows = data['results']
     assert len(rows) == 6
-    for row, csv_row in zip(rows, csv_rows):
+    for row, csv_row in zip(rows, csv_rows, strict=True):
         assert float(csv_row['latency_ms']) == row['latency_ms'] and float(csv_row['gflops']) == row['gflops']
     isclose = math.isclose
     latency = {(r['model'], r['size']): r['latency_ms'] for r in rows}

@@ -317,7 +317,8 @@ def test_allow_list_is_what_runner_checkpoints_need(tmp_path):
         torch.serialization.add_safe_globals(registered)
     assert loaded['hub']['loss'].mean() == buffer.mean() and loaded['hub']['loss'].current() == 4.5
     assert loaded['stat'] is HistoryBuffer.max
-    for t, array, scalar, dtype in zip(RUNNER_DTYPES, loaded['arrays'], loaded['scalars'], loaded['dtypes']):
+    for t, array, scalar, dtype in zip(RUNNER_DTYPES, loaded['arrays'], loaded['scalars'], loaded['dtypes'],
+                                       strict=True):
         assert array.dtype == np.dtype(t) and (array == np.arange(3).astype(t)).all(), t
         assert scalar.dtype == np.dtype(t) and scalar == 1 and dtype == np.dtype(t), t
 

@@ -70,7 +70,7 @@ def test_inline_swin_t_backbone_in_fp16_autocast_at_800x1344_with_two_image_size
         ref = model(x, image_shapes=shapes)
         with torch.autocast('cpu', dtype=torch.float16):
             outs = model(x, image_shapes=shapes)
-    for level, (out, r) in enumerate(zip(outs, ref)):
+    for level, (out, r) in enumerate(zip(outs, ref, strict=True)):
         assert out.dtype == torch.float16
         stride = 4 * 2 ** level
         for b, (h, w) in enumerate(shapes):

@@ -8,6 +8,7 @@ import sys
 import pytest
 import timm
 import torch
+from mutmut_compat import fx_on_unwrapped_code
 from padding_cases import small_backbone
 from timm.layers import get_notrace_functions, get_notrace_modules
 
@@ -25,6 +26,7 @@ def classifier(**kwargs):
     return timm.create_model('inline_swin_tiny', **TINY_TIMM, **kwargs).eval()
 
 
+@fx_on_unwrapped_code
 def test_fx_graph_of_the_classifier_gives_its_logits():
     from timm.models import create_feature_extractor, get_graph_node_names
 
@@ -39,6 +41,7 @@ def test_fx_graph_of_the_classifier_gives_its_logits():
         torch.testing.assert_close(out['features'], model.forward_features(x), rtol=0, atol=0)
 
 
+@fx_on_unwrapped_code
 @pytest.mark.parametrize('kwargs', [dict(), dict(padding_aware=True), dict(inline_window_size=4)])
 def test_torchvision_feature_extractor_on_the_backbone(kwargs):
     """torchvision's fx feature extractor, given timm's notrace lists, returns the backbone's maps (padding-aware:
@@ -68,7 +71,7 @@ def test_torch_export_backbone_dynamic_sizes():
     for hw in [(256, 288), (320, 352), (288, 256)]:
         x = torch.randn(1, 3, *hw)
         with torch.no_grad():
-            errors = [relative(a, b) for a, b in zip(program.module()(x), model(x))]
+            errors = [relative(a, b) for a, b in zip(program.module()(x), model(x), strict=True)]
         assert len(errors) == 4 and max(errors) < 1e-5, (hw, errors)
 
 

@@ -7,6 +7,7 @@ import pvt_fixtures as pf
 import pytest
 import timm
 import torch
+from mutmut_compat import fx_on_unwrapped_code
 
 from inline_backbones import CheckpointMismatchError, InLinePVTClassifier
 from inline_backbones.analysis import flop_analyzer
@@ -88,6 +89,7 @@ def test_forward_features_new_head_and_grad_checkpointing():
     assert model.no_weight_decay() == {f'layers.{i}.embed.pos_embed' for i in range(4)}
 
 
+@fx_on_unwrapped_code
 def test_fx_graph_of_the_classifier_gives_its_logits():
     """timm's fx graph (the mixers and the PVT embedding are leaves) gives the logits and features."""
     from timm.models import create_feature_extractor, get_graph_node_names

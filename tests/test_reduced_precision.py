@@ -39,7 +39,7 @@ def test_bf16_stage_outputs_are_finite_and_within_2e_2_of_fp32(tiny_and_input, m
         else:
             outs = model.to(torch.bfloat16)(x.to(torch.bfloat16))
             model.float()
-    for i, (out, r) in enumerate(zip(outs, ref)):
+    for i, (out, r) in enumerate(zip(outs, ref, strict=True)):
         assert out.dtype == torch.bfloat16 and out.shape == r.shape
         assert torch.isfinite(out).all(), i
         assert _relative(out, r) < 2e-2, (i, _relative(out, r))

@@ -226,10 +226,10 @@ def test_backbone_reads_the_crops_own_region():
         explicit = model(plain, image_shapes=[(52, 64)])
         guessed = model(plain)
         overridden = model(crop, image_shapes=[(40, 64)])
-    for a, b, c, d in zip(got, explicit, guessed, overridden):
+    for a, b, c, d in zip(got, explicit, guessed, overridden, strict=True):
         assert torch.equal(a, b)
         assert torch.equal(c, d)                                          # explicit wins over carried
-    assert max((c - b).norm() / b.norm() for b, c in zip(explicit, guessed)) > 1e-2
+    assert max((c - b).norm() / b.norm() for b, c in zip(explicit, guessed, strict=True)) > 1e-2
 
 
 def test_backbone_refuses_a_crop_wholly_in_the_padding():
@@ -258,4 +258,4 @@ def test_backbone_works_on_a_plain_tensor_inside(monkeypatch):
             ref = model(x.as_subclass(torch.Tensor), image_shapes=[(100, 90)] if padding_aware else None)
         assert calls == [], calls[:5]
         assert all(type(o) is torch.Tensor for o in outs)
-        assert all(torch.equal(a, b) for a, b in zip(outs, ref))
+        assert all(torch.equal(a, b) for a, b in zip(outs, ref, strict=True))

@@ -124,7 +124,7 @@ def test_training_step_reads_the_carried_regions():
     imgs[0][:, :50, :50] = 7                    # only part of each image differs from the mean
     imgs[1][:, :30, :30] = 250
     data = seg_data(imgs, with_labels=True)
-    for sample, img in zip(data['data_samples'], imgs):
+    for sample, img in zip(data['data_samples'], imgs, strict=True):
         sample.set_metainfo(dict(img_shape=tuple(img.shape[1:]), ori_shape=tuple(img.shape[1:])))
         sample.gt_sem_seg = PixelData(data=torch.randint(0, 3, (1, *img.shape[1:])))
     seen = []
@@ -190,5 +190,5 @@ def test_mmdet_batch_augments_then_clone_and_crop_reach_the_backbone(augment):
     model = small_backbone('tiny', padding_aware=True)
     with torch.no_grad():
         got, ref = model(crop), model(plain, image_shapes=regions)
-    for a, b in zip(got, ref):
+    for a, b in zip(got, ref, strict=True):
         assert torch.equal(a, b)

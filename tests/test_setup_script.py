@@ -57,6 +57,9 @@ def test_make_passes_an_absolute_venv_also_with_make_C(tmp_path):
     out = subprocess.run(['make', '-n', '-C', str(ROOT), 'test'], cwd=tmp_path, capture_output=True, text=True,
                          check=True).stdout
     assert f'{ROOT}/.venv/bin/python -m pytest' in out
+    out = subprocess.run(['make', '-n', '-C', str(ROOT), 'lint'], cwd=tmp_path, capture_output=True, text=True,
+                         check=True).stdout
+    assert f'{ROOT}/.venv/bin/ruff check .' in out
 
 
 def test_recipe_key_follows_the_build_recipe_only(tmp_path):

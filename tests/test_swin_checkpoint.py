@@ -60,10 +60,10 @@ def test_mmdet_swin_state_dict_gives_mmdet_outputs(tmp_path, mmdet_swin, size):
         with torch.no_grad():
             refs = mmdet_swin(x)
     finally:
-        for b, s in zip(mmdet_swin.stages[3].blocks, shifts):
+        for b, s in zip(mmdet_swin.stages[3].blocks, shifts, strict=True):
             b.attn.shift_size = s
     assert len(outs) == len(refs) == 4
-    for a, b in zip(outs, refs):
+    for a, b in zip(outs, refs, strict=True):
         assert a.shape == b.shape
         assert _rel(a, b) < 1e-5
 

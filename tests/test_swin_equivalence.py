@@ -33,6 +33,6 @@ def test_ssss_equals_mmdet_swin(arch, size):
 
     x = torch.randn(1, 3, *size)
     with torch.no_grad():
-        for a, b in zip(ours(x), ref(x)):
+        for a, b in zip(ours(x), ref(x), strict=True):
             assert a.shape == b.shape
             torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)

@@ -104,7 +104,7 @@ def test_features_only_maps_are_the_backbone_stage_maps(layout):
         backbone_outs = rf.released_backbone(layout)(x)
     tokens = [m.flatten(2).transpose(1, 2) for m in maps]
     rf.assert_stage_tokens_equal(tokens, expected['identity']['stage_tokens'])
-    for m, out in zip(maps, backbone_outs):
+    for m, out in zip(maps, backbone_outs, strict=True):
         normed = F.layer_norm(m.permute(0, 2, 3, 1), m.shape[1:2]).permute(0, 3, 1, 2)
         torch.testing.assert_close(normed, out, rtol=1e-5, atol=1e-5)
 
@@ -118,7 +118,8 @@ def test_features_only_out_indices():
     assert len(early.model.layers) == 2                      # later stages pruned, as timm does
     x = torch.randn(1, 3, 96, 128)
     with torch.no_grad():
-        for a, b in zip(early(x), features.model.forward_intermediates(x, indices=(0, 1), intermediates_only=True)):
+        intermediates = features.model.forward_intermediates(x, indices=(0, 1), intermediates_only=True)
+        for a, b in zip(early(x), intermediates, strict=True):
             assert torch.equal(a, b)
 
 

@@ -24,7 +24,7 @@ def test_a_window_covering_the_map_is_global_inline(padding_aware):
     with torch.no_grad():
         ref = small_backbone('tiny', padding_aware=padding_aware)(x)
         out = small_backbone('tiny', padding_aware=padding_aware, inline_window_size=40)(x)
-    for a, b in zip(out, ref):
+    for a, b in zip(out, ref, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
