@@ -28,7 +28,7 @@ test: setup
 lint: setup
 	$(VENV_ABS)/bin/ruff check .
 
-# Mutation testing of inline_backbones/models/ and inline_backbones/checkpoint.py against the fast tests
+# Mutation testing of the files in pyproject.toml [tool.mutmut] only_mutate against the fast tests
 # (pytest -m 'not slow'); configuration in pyproject.toml [tool.mutmut], working copy and results in
 # mutants/ (results are cached there: a second run only tries new or named mutants).
 mutation: setup
