@@ -10,6 +10,7 @@ from timm.layers import DropPath, Mlp, register_notrace_module
 from torch import nn
 
 from .fused_linear import linear
+from .inline_paths import layer_norm
 from .mixers import build_mixer
 
 
@@ -56,7 +57,7 @@ class PatchMerging(nn.Module):
         # The four neighbours in Swin's order (row offset fastest, then column offset) in one copy:
         # (B, H/2, 2[row], W/2, 2[col], C) -> (B, H/2, W/2, 2[col], 2[row], C).
         x = x.reshape(B, Hp // 2, 2, Wp // 2, 2, C).permute(0, 1, 3, 4, 2, 5).reshape(B, -1, 4 * C)
-        return self.reduction(self.norm(x)), tokens.downsampled((Hp // 2, Wp // 2), 2)
+        return self.reduction(layer_norm(self.norm, x)), tokens.downsampled((Hp // 2, Wp // 2), 2)
 
 
 class TransformerBlock(nn.Module):
@@ -80,8 +81,8 @@ class TransformerBlock(nn.Module):
         self.mlp = Mlp(embed_dims, int(embed_dims * mlp_ratio), drop=drop_rate)
 
     def _forward(self, x, tokens):
-        x = x + self.drop_path(self.attn(self.norm1(x), tokens))
-        return x + self.drop_path(self._mlp(self.norm2(x)))
+        x = x + self.drop_path(self.attn(layer_norm(self.norm1, x), tokens))
+        return x + self.drop_path(self._mlp(layer_norm(self.norm2, x)))
 
     def _mlp(self, x):
         """timm's ``Mlp`` (fc1, GELU, fc2), with the biases and GELU applied inside the GEMMs."""

@@ -45,6 +45,8 @@ from torch import nn
 
 from .fused_linear import linear
 from .graph_mode import exporting_or_tracing, may_branch_on_size
+from .inline_paths import attend_gpu, select_path
+from .inline_reference import inline_attention_reference
 from .masks import from_windows, to_windows
 
 KERNEL_FUNCTIONS = {
@@ -133,9 +135,24 @@ class InLineAttention(nn.Module):
         b_q, b_k, b_v = (None,) * 3 if self.qkv.bias is None else self.qkv.bias.view(3, C).unbind(0)
         return w_q, b_q, w_k, b_k, w_v, b_v
 
+    def kv_projection(self):
+        """Weight (2C, C) and bias of k and v as one projection (a view of the released ``qkv``)."""
+        C = self.embed_dims
+        return self.qkv.weight[C:], None if self.qkv.bias is None else self.qkv.bias[C:]
+
     def attend(self, x, hw_shape, mask=None):
         """The layer on the (B, N, C) tokens of one ``hw_shape`` map (or a batch of windows); ``mask``
-        (B, N, 1), true or 1 on each image's own tokens, makes it padding-aware."""
+        (B, N, 1), true or 1 on each image's own tokens, makes it padding-aware. The implementation is
+        chosen by :func:`~.inline_paths.select_path`."""
+        path = select_path(x, self.head_dims)
+        if path == 'triton':
+            return attend_gpu(self, x, hw_shape, mask)
+        if path == 'reference':
+            return inline_attention_reference(self, x, hw_shape, mask)
+        return self.attend_torch(x, hw_shape, mask)
+
+    def attend_torch(self, x, hw_shape, mask=None):
+        """:meth:`attend` in batched PyTorch (the ``'torch'`` path: any device, differentiable, capturable)."""
         B, N, C = x.shape
         h, d, s = self.num_heads, self.head_dims, self.scale
         # q, k and v projections as three GEMMs, so k and v come out contiguous: the conv and the GEMMs

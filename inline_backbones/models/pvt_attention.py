@@ -50,6 +50,10 @@ class InLinePVTAttention(InLineAttention):
         b_k, b_v = (None, None) if self.kv.bias is None else self.kv.bias.view(2, C).unbind(0)
         return self.q.weight, self.q.bias, w_k, b_k, w_v, b_v
 
+    def kv_projection(self):
+        """Weight (2C, C) and bias of k and v as one projection: the released ``kv``."""
+        return self.kv.weight, self.kv.bias
+
 
 class SpatialReductionAttention(nn.Module):
     """PVT v1's spatial-reduction attention (``S``): softmax attention of every token over the map's

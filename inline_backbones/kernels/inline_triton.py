@@ -1,0 +1,198 @@
+"""Triton kernels of InLine attention's GPU inference path (:func:`.inline_paths.attend_gpu`).
+
+Three launches per layer, whatever the batch size (``b`` an image, ``t`` a token, ``c = head * d + j``):
+
+* :func:`kv_statistics`: one pass over ``x``, ``k`` and ``v`` (k, v read in place from the projection's
+  (B, N, 2C) output). Per (image, head, split of the tokens) it sums over the image's own tokens
+  ``phi(k)^T v`` (d x d, ``tl.dot``), ``phi(k)``, ``v``, ``x`` and the own-token count, in fp32.
+  Splits write partial sums (no atomics: deterministic).
+* :func:`finalize`: per (image, head) sums the splits and forms, in fp32, ``n`` (the own-token count),
+  ``M = (s / n) KV - s mean(k)^T mean(v)``, ``mean(x)`` and the residual's bias ``mean(v) (+ b_q M)``.
+* :func:`depthwise3x3`: ``out[b, t, c] = bias[b, c] + sum_taps w[b, c, tap] v[b, t + tap, c]`` over the 3x3
+  neighbourhood inside the map (zero padding) and, padding-aware, inside the image's own tokens: one
+  stencil over the (B, N, C) layout, fp32 accumulation, per-image kernels (no per-image launches, no
+  layout copies).
+
+The kernels also run on a CPU under Triton's interpreter (``TRITON_INTERPRET=1`` set before this module is
+imported), which is how the test suite checks them without a GPU.
+"""
+import torch
+import triton
+import triton.language as tl
+
+PHI_CODES = {'identity': 0, 'relu': 1, 'leakyrelu': 2, 'exp': 3}
+
+
+@triton.jit
+def _phi(k, PHI: tl.constexpr):
+    if PHI == 1:
+        k = tl.maximum(k, 0.0)
+    elif PHI == 2:
+        k = tl.where(k >= 0, k, 0.01 * k)
+    elif PHI == 3:
+        k = tl.exp(0.2 * k)
+    return k
+
+
+@triton.jit
+def _kv_statistics_kernel(x_ptr, kv_ptr, mask_ptr, part_ptr, N, C, sxb, sxn, skb, skn, tokens_per_split, SPLITS,
+                          D: tl.constexpr, PHI: tl.constexpr, HAS_MASK: tl.constexpr, BLOCK_N: tl.constexpr,
+                          IEEE: tl.constexpr):
+    pid = tl.program_id(0)
+    split = tl.program_id(1)
+    heads = C // D
+    b = pid // heads
+    head = pid % heads
+    cols = tl.arange(0, D)
+    acc = tl.zeros((D, D), dtype=tl.float32)
+    k_sum = tl.zeros((D,), dtype=tl.float32)
+    v_sum = tl.zeros((D,), dtype=tl.float32)
+    x_sum = tl.zeros((D,), dtype=tl.float32)
+    count = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    start = split * tokens_per_split
+    for n0 in range(start, start + tokens_per_split, BLOCK_N):
+        rows = n0 + tl.arange(0, BLOCK_N)
+        own = rows < N
+        if HAS_MASK:
+            own = own & (tl.load(mask_ptr + b * N + rows, mask=own, other=0) != 0)
+        kv_rows = kv_ptr + b * skb + rows[:, None] * skn + head * D + cols[None, :]
+        k = tl.load(kv_rows, mask=own[:, None], other=0.0)
+        v = tl.load(kv_rows + C, mask=own[:, None], other=0.0)
+        x = tl.load(x_ptr + b * sxb + rows[:, None] * sxn + head * D + cols[None, :], mask=own[:, None], other=0.0)
+        if PHI != 0:   # phi in fp32, zero again outside (exp(0) is 1)
+            k = tl.where(own[:, None], _phi(k.to(tl.float32), PHI), 0.0).to(v.dtype)
+        # fp32: exact fp32 products; bf16/fp16: converted to fp32, whose tf32 tensor-core products are exact
+        # for them (tf32 holds every bf16 and fp16 value).
+        if IEEE:
+            acc += tl.dot(tl.trans(k), v, input_precision='ieee')
+        else:
+            acc += tl.dot(tl.trans(k.to(tl.float32)), v.to(tl.float32), input_precision='tf32')
+        k_sum += tl.sum(k.to(tl.float32), axis=0)
+        v_sum += tl.sum(v.to(tl.float32), axis=0)
+        x_sum += tl.sum(x.to(tl.float32), axis=0)
+        count += own.to(tl.float32)
+    # partials: [KV (D*D) | k_sum (D) | v_sum (D) | x_sum (D) | count (D, the same value D times)]
+    out = part_ptr + (pid * SPLITS + split) * (D * D + 4 * D)
+    tl.store(out + cols[:, None] * D + cols[None, :], acc)
+    tl.store(out + D * D + cols, k_sum)
+    tl.store(out + D * D + D + cols, v_sum)
+    tl.store(out + D * D + 2 * D + cols, x_sum)
+    tl.store(out + D * D + 3 * D + cols, tl.zeros((D,), dtype=tl.float32) + tl.sum(count, axis=0))
+
+
+@triton.jit
+def _finalize_kernel(part_ptr, bq_ptr, m_ptr, bias_ptr, xmean_ptr, C, SPLITS, scale,
+                     D: tl.constexpr, HAS_BQ: tl.constexpr):
+    pid = tl.program_id(0)
+    heads = C // D
+    b = pid // heads
+    head = pid % heads
+    i = tl.arange(0, D)
+    kv = tl.zeros((D, D), dtype=tl.float32)
+    k_sum = tl.zeros((D,), dtype=tl.float32)
+    v_sum = tl.zeros((D,), dtype=tl.float32)
+    x_sum = tl.zeros((D,), dtype=tl.float32)
+    n = tl.zeros((D,), dtype=tl.float32)
+    for split in range(0, SPLITS):
+        part = part_ptr + (pid * SPLITS + split) * (D * D + 4 * D)
+        kv += tl.load(part + i[:, None] * D + i[None, :])
+        k_sum += tl.load(part + D * D + i)
+        v_sum += tl.load(part + D * D + D + i)
+        x_sum += tl.load(part + D * D + 2 * D + i)
+        n += tl.load(part + D * D + 3 * D + i)
+    n = tl.maximum(n, 1.0)              # an empty image (no own token) gives zeros, not NaN
+    k_mean, v_mean = k_sum / n, v_sum / n
+    m = kv * (scale / n)[:, None] - scale * k_mean[:, None] * v_mean[None, :]
+    tl.store(m_ptr + pid * D * D + i[:, None] * D + i[None, :], m)
+    bias = v_mean
+    if HAS_BQ:   # + b_q M (q M with q = x W_q^T + b_q, folded into proj: see inline_paths.attend_gpu)
+        bq = tl.load(bq_ptr + head * D + i).to(tl.float32)
+        bias += tl.sum(bq[:, None] * m, axis=0)
+    tl.store(bias_ptr + b * C + head * D + i, bias)
+    tl.store(xmean_ptr + b * C + head * D + i, x_sum / n)
+
+
+@triton.jit
+def _depthwise3x3_kernel(v_ptr, mask_ptr, w_ptr, bias_ptr, out_ptr, N, C, H, W, svb, svn,
+                         HAS_MASK: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_C: tl.constexpr):
+    b = tl.program_id(0)
+    t = tl.program_id(1) * BLOCK_T + tl.arange(0, BLOCK_T)
+    c = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
+    t_ok, c_ok = t < N, c < C
+    row, col = t // W, t % W
+    acc = tl.zeros((BLOCK_T, BLOCK_C), dtype=tl.float32) + tl.load(bias_ptr + b * C + c, mask=c_ok, other=0.0)[None, :]
+    for tap in tl.static_range(9):
+        r, q = row + (tap // 3 - 1), col + (tap % 3 - 1)
+        ok = t_ok & (r >= 0) & (r < H) & (q >= 0) & (q < W)
+        nt = r * W + q
+        if HAS_MASK:
+            ok = ok & (tl.load(mask_ptr + b * N + nt, mask=ok, other=0) != 0)
+        val = tl.load(v_ptr + b * svb + nt[:, None] * svn + c[None, :], mask=ok[:, None] & c_ok[None, :], other=0.0)
+        w = tl.load(w_ptr + (b * C + c) * 9 + tap, mask=c_ok, other=0.0)
+        acc += val.to(tl.float32) * w.to(tl.float32)[None, :]
+    tl.store(out_ptr + (b * N + t[:, None]) * C + c[None, :], acc.to(out_ptr.dtype.element_ty),
+             mask=t_ok[:, None] & c_ok[None, :])
+
+
+def _parallel_programs(device):
+    """About four programs per streaming multiprocessor (a few on the CPU interpreter)."""
+    if device.type == 'cuda':
+        return 4 * torch.cuda.get_device_properties(device).multi_processor_count
+    return 4
+
+
+def _mask_bytes(mask, B, N):
+    """The (B, N, 1) bool token mask as (B, N) bytes (a view, no copy), or None."""
+    if mask is None:
+        return None
+    mask = mask.reshape(B, N)
+    return (mask if mask.dtype == torch.bool else mask != 0).contiguous().view(torch.uint8)
+
+
+def kv_statistics(x, kv, mask, head_dims, kernel_func):
+    """Per-split partial sums (B * h, splits, d * d + 4 d), fp32, of ``x`` (B, N, C) and ``kv`` (B, N, 2C):
+    see the module docstring. ``mask`` (B, N, 1) or None."""
+    B, N, C = x.shape
+    D = head_dims
+    assert x.stride(-1) == 1 and kv.stride(-1) == 1 and kv.shape[-1] == 2 * C
+    block_n = 64
+    splits = max(1, min(triton.cdiv(N, block_n), _parallel_programs(x.device) // (B * (C // D))))
+    tokens_per_split = triton.cdiv(triton.cdiv(N, splits), block_n) * block_n
+    splits = triton.cdiv(N, tokens_per_split)
+    part = torch.empty(B * (C // D), splits, D * D + 4 * D, device=x.device, dtype=torch.float32)
+    mask_bytes = _mask_bytes(mask, B, N)
+    _kv_statistics_kernel[(B * (C // D), splits)](
+        x, kv, x if mask_bytes is None else mask_bytes, part, N, C, x.stride(0), x.stride(1), kv.stride(0),
+        kv.stride(1), tokens_per_split, splits, D=D, PHI=PHI_CODES[kernel_func], HAS_MASK=mask_bytes is not None,
+        BLOCK_N=block_n, IEEE=kv.dtype == torch.float32, num_warps=4)
+    return part
+
+
+def finalize(part, C, head_dims, scale, b_q=None):
+    """``(M (B, h, d, d), bias (B, C), mean(x) (B, C))`` in fp32 from :func:`kv_statistics`' partials;
+    ``bias = mean(v)`` (``+ b_q M`` when ``b_q`` is given)."""
+    BH, splits, _ = part.shape
+    D = head_dims
+    B = BH // (C // D)
+    m = torch.empty(B, C // D, D, D, device=part.device, dtype=torch.float32)
+    bias = torch.empty(B, C, device=part.device, dtype=torch.float32)
+    x_mean = torch.empty_like(bias)
+    _finalize_kernel[(BH,)](part, part if b_q is None else b_q, m, bias, x_mean, C, splits, float(scale), D=D,
+                            HAS_BQ=b_q is not None, num_warps=4)
+    return m, bias, x_mean
+
+
+def depthwise3x3(v, mask, weights, bias, hw_shape, out_dtype):
+    """The 3x3 residual (B, N, C) in ``out_dtype`` of the values ``v`` (B, N, C, any row stride) with
+    per-image kernels ``weights`` (B, C, 9) and ``bias`` (B, C); ``mask`` (B, N, 1) or None."""
+    B, N, C = v.shape
+    H, W = hw_shape
+    assert v.stride(-1) == 1 and H * W == N
+    out = torch.empty(B, N, C, device=v.device, dtype=out_dtype)
+    block_t, block_c = 64, min(64, triton.next_power_of_2(C))
+    mask_bytes = _mask_bytes(mask, B, N)
+    grid = (B, triton.cdiv(N, block_t), triton.cdiv(C, block_c))
+    _depthwise3x3_kernel[grid](v, v if mask_bytes is None else mask_bytes, weights.contiguous(), bias.contiguous(),
+                               out, N, C, H, W, v.stride(0), v.stride(1), HAS_MASK=mask_bytes is not None,
+                               BLOCK_T=block_t, BLOCK_C=block_c, num_warps=4)
+    return out

@@ -1,0 +1,67 @@
+"""The GPU path of the backbones against the generic one, on a CUDA GPU at real token counts (skipped without
+one: the CPU suite checks the same kernels under Triton's interpreter in test_inline_paths.py).
+
+fp32: the Triton path equals the generic path within 1e-4 (relative L2 per stage). bf16/fp16 autocast: its
+error against the fp32 model is at most 1.5x the generic path's under the same autocast (tolerances as in
+test_inline_paths.py), outputs are finite, and in padding-aware mode an image alone equals it in a padded batch.
+"""
+import pytest
+import torch
+
+from inline_backbones import InLinePVT, InLineSwinTransformer
+from inline_backbones.models.inline_paths import force_path, triton_kernels
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available() or triton_kernels() is None,
+                                reason='needs a CUDA GPU and the triton package')
+SHAPES = [(448, 640), (320, 448), (448, 384), (256, 256)]   # a padded batch: each image's own size
+
+
+def forward(model, x, path, dtype=None, **kwargs):
+    with torch.no_grad(), force_path(path), torch.autocast('cuda', dtype=dtype or torch.float32,
+                                                            enabled=dtype is not None):
+        return [o.float() for o in model(x, **kwargs)]
+
+
+def rel(a, b):
+    return max(float((p - q).norm() / q.norm()) for p, q in zip(a, b, strict=True))
+
+
+def batch():
+    x = torch.randn(len(SHAPES), 3, 448, 640, device='cuda')
+    for i, (h, w) in enumerate(SHAPES):
+        x[i, :, h:] = 0
+        x[i, :, :, w:] = 0
+    return x
+
+
+MODELS = {
+    'inline-swin-t': lambda: InLineSwinTransformer('tiny'),
+    'inline-swin-t padding-aware': lambda: InLineSwinTransformer('tiny', padding_aware=True),
+    'inline-swin-t windows 28': lambda: InLineSwinTransformer('tiny', inline_window_size=28, padding_aware=True),
+    'inline-swin-t relu': lambda: InLineSwinTransformer('tiny', kernel_func='relu'),
+    'inline-pvt-t padding-aware': lambda: InLinePVT('tiny', padding_aware=True),
+}
+
+
+@pytest.mark.parametrize('name', sorted(MODELS))
+def test_fp32_gpu_path_equals_the_generic_path(name):
+    torch.manual_seed(0)
+    model = MODELS[name]().cuda().eval()
+    x = batch()
+    assert rel(forward(model, x, 'triton'), forward(model, x, 'torch')) < 1e-4
+
+
+@pytest.mark.parametrize('dtype, bound', [(torch.bfloat16, 2e-2), (torch.float16, 3e-3)])
+@pytest.mark.parametrize('name', ['inline-swin-t padding-aware', 'inline-pvt-t padding-aware'])
+def test_reduced_precision_gpu_path(name, dtype, bound):
+    torch.manual_seed(0)
+    model = MODELS[name]().cuda().eval()
+    x = batch()
+    fp32 = forward(model, x, 'torch')
+    outs = {path: forward(model, x, path, dtype) for path in ('torch', 'triton')}
+    assert all(bool(torch.isfinite(o).all()) for o in outs['triton'])
+    err = {path: rel(o, fp32) for path, o in outs.items()}
+    assert err['triton'] < max(1.5 * err['torch'], 1e-3), err
+    alone = forward(model, x[3:, :, :256, :256], 'triton', dtype)
+    in_batch = [o[3:, :, :a.shape[2], :a.shape[3]] for o, a in zip(outs['triton'], alone, strict=True)]
+    assert rel(in_batch, alone) < bound

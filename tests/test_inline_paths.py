@@ -1,0 +1,141 @@
+"""The implementations of InLine attention (inline_paths.py) against the plain reference (inline_reference.py),
+and the reference against the N x N formula of the paper.
+
+The Triton path runs here on the CPU under Triton's interpreter (conftest.py sets ``TRITON_INTERPRET=1`` when no
+GPU is present); on a GPU, tests/test_gpu_paths.py runs the same comparisons at real sizes. Tolerances: fp32
+paths within 1e-4 of the fp64 reference. Under bf16/fp16 autocast a GEMM's inputs are rounded to 8 (bf16) or 11
+(fp16) significant bits, so every path differs from fp64 by a relative L2 error of order 2^-8 = 3.9e-3 or
+2^-11 = 4.9e-4; the GPU path must stay within 1.5x the generic path's own error under the same autocast, and
+under 2e-2 (bf16) / 3e-3 (fp16).
+"""
+import copy
+import os
+
+import pytest
+import torch
+from conftest import naive_inline_attention
+
+from inline_backbones.models.inline_attention import KERNEL_FUNCTIONS, InLineAttention
+from inline_backbones.models.inline_paths import PATHS, force_path, select_path, triton_kernels
+from inline_backbones.models.inline_reference import inline_attention_reference
+from inline_backbones.models.pvt_attention import InLinePVTAttention
+from inline_backbones.models.token_map import TokenMap
+
+needs_triton = pytest.mark.skipif(triton_kernels() is None or os.environ.get('TRITON_INTERPRET') != '1',
+                                  reason='needs the triton package and its CPU interpreter (TRITON_INTERPRET=1, set by '
+                                         'conftest.py where no GPU is present; on a GPU see test_gpu_paths.py)')
+REGIONS = torch.tensor([[6, 7], [4, 5]])   # image 0 fills the 6 x 7 map, image 1 is padded
+CASES = {   # name: (module, hw_shape, regions)
+    'global': (lambda: InLineAttention(64, 2), (6, 7), None),
+    'padding-aware': (lambda: InLineAttention(64, 2), (6, 7), REGIONS),
+    'windows': (lambda: InLineAttention(64, 2, window_size=4), (6, 7), None),
+    'shifted windows, padding-aware': (lambda: InLineAttention(64, 2, window_size=3, shift=True), (6, 7), REGIONS),
+    'no residual, no bias': (lambda: InLineAttention(64, 2, qkv_bias=False, local_residual=False), (6, 7), REGIONS),
+    'pvt': (lambda: InLinePVTAttention(64, 1), (6, 7), REGIONS),
+    'pvt, N < C (not folded)': (lambda: InLinePVTAttention(64, 1), (4, 5), None),
+}
+
+
+def run(attn, x, hw, regions, path, dtype=torch.float32):
+    with torch.no_grad(), force_path(path), torch.autocast('cpu', dtype=dtype, enabled=dtype != torch.float32):
+        return attn(x, TokenMap.of(x, hw, regions)).float()
+
+
+def reference_of(attn, x, hw, regions):
+    """The plain reference in fp64 (on a copy of ``attn``)."""
+    return run(copy.deepcopy(attn).double(), x.double(), hw, regions, 'reference')
+
+
+def rel(a, b):
+    return float((a - b).norm() / b.norm())
+
+
+@pytest.mark.parametrize('kernel_func', sorted(KERNEL_FUNCTIONS))
+def test_reference_is_the_n_by_n_formula(kernel_func):
+    """The package's reference (linear form) == the paper's N x N weights written out in the tests."""
+    attn = InLineAttention(32, 4, kernel_func=kernel_func).double().eval()
+    x = torch.randn(2, 20, 32, dtype=torch.double)
+    with torch.no_grad():
+        torch.testing.assert_close(inline_attention_reference(attn, x, (4, 5)), naive_inline_attention(attn, x, (4, 5)),
+                                   rtol=1e-10, atol=1e-10)
+
+
+def test_padding_aware_reference_is_the_image_alone():
+    """With a mask, the reference on a padded map == the N x N formula on the image's own tokens alone."""
+    attn = InLineAttention(32, 4).double().eval()
+    x = torch.randn(2, 42, 32, dtype=torch.double)
+    mask = TokenMap.of(x, (6, 7), REGIONS).token_mask()
+    with torch.no_grad():
+        out = inline_attention_reference(attn, x, (6, 7), mask).view(2, 6, 7, 32)[1, :4, :5]
+        own = x.view(2, 6, 7, 32)[1:, :4, :5].reshape(1, 20, 32)
+        torch.testing.assert_close(out, naive_inline_attention(attn, own, (4, 5)).view(4, 5, 32), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize('path', ['torch', pytest.param('triton', marks=needs_triton)])
+@pytest.mark.parametrize('case', sorted(CASES))
+def test_fp32_paths_equal_the_reference(path, case):
+    build, hw, regions = CASES[case]
+    attn = build().eval()
+    x = torch.randn(2, hw[0] * hw[1], 64)
+    torch.testing.assert_close(run(attn, x, hw, regions, path), reference_of(attn, x, hw, regions), rtol=1e-4, atol=1e-4)
+
+
+@needs_triton
+@pytest.mark.parametrize('kernel_func', ['relu', 'leakyrelu', 'exp'])
+def test_triton_kernel_functions_equal_the_reference(kernel_func):
+    attn = InLineAttention(64, 2, kernel_func=kernel_func).eval()
+    x = torch.randn(2, 42, 64)
+    torch.testing.assert_close(run(attn, x, (6, 7), REGIONS, 'triton'), reference_of(attn, x, (6, 7), REGIONS),
+                               rtol=1e-4, atol=1e-4)
+
+
+@needs_triton
+@pytest.mark.parametrize('dtype, bound', [(torch.bfloat16, 2e-2), (torch.float16, 3e-3)])
+@pytest.mark.parametrize('case', ['global', 'padding-aware', 'pvt, N < C (not folded)'])
+def test_reduced_precision_triton_path_is_as_accurate_as_the_generic_one(dtype, bound, case):
+    build, hw, regions = CASES[case]
+    attn = build().eval()
+    x = torch.randn(2, hw[0] * hw[1], 64)
+    reference = reference_of(attn, x, hw, regions)
+    own = torch.ones(2, hw[0] * hw[1], 1) if regions is None else TokenMap.of(x, hw, regions).token_mask()
+    err = {path: rel(run(attn, x, hw, regions, path, dtype) * own, reference * own) for path in ('torch', 'triton')}
+    assert err['triton'] < min(bound, 1.5 * err['torch'] + 1e-4), err
+
+
+@needs_triton
+def test_triton_layer_norm_writes_the_autocast_dtype():
+    from inline_backbones.models.inline_paths import layer_norm
+
+    norm = torch.nn.LayerNorm(96).eval()
+    with torch.no_grad():
+        norm.weight.normal_()
+        norm.bias.normal_()
+    x = 3 * torch.randn(2, 50, 96) + 1
+    with torch.no_grad(), force_path('triton'):
+        torch.testing.assert_close(layer_norm(norm, x), norm(x), rtol=1e-5, atol=1e-5)
+        with torch.autocast('cpu', dtype=torch.bfloat16):
+            y = layer_norm(norm, x)
+    assert y.dtype == torch.bfloat16
+    torch.testing.assert_close(y, norm(x).to(torch.bfloat16), rtol=1e-2, atol=1e-2)
+
+
+def test_select_path():
+    x = torch.randn(1, 4, 32)
+    assert select_path(x, 32) == 'torch'                     # a CPU tensor
+    with force_path('reference'):
+        assert select_path(x, 32) == 'reference'
+    assert select_path(x, 32) == 'torch'                     # the forced path ends with the block
+    with pytest.raises(ValueError, match="unknown InLine attention path 'fast'"):
+        with force_path('fast'):
+            pass
+    assert set(PATHS) == {'reference', 'torch', 'triton'}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
+def test_select_path_on_a_gpu():
+    x = torch.randn(1, 4, 32, device='cuda')
+    with torch.no_grad():
+        assert select_path(x, 32) == ('triton' if triton_kernels() else 'torch')
+        assert select_path(x, 24) == 'torch'                 # a head size the kernels do not take
+    with torch.enable_grad():
+        assert select_path(x, 32) == 'torch'                 # training: the differentiable path
