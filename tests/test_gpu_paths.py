@@ -1,7 +1,7 @@
 """The GPU path of the backbones against the generic one, on a CUDA GPU at real token counts (skipped without
 one: the CPU suite checks the same kernels under Triton's interpreter in test_inline_paths.py).
 
-fp32: the Triton path equals the generic path within 1e-4 (relative L2 per stage). bf16/fp16 autocast: its
+fp32 (TF32 off): the Triton path equals the generic path within 1e-4 (relative L2 per stage). bf16/fp16 autocast: its
 error against the fp32 model is at most 1.5x the generic path's under the same autocast (tolerances as in
 test_inline_paths.py), outputs are finite, and in padding-aware mode an image alone equals it in a padded batch.
 """
@@ -13,6 +13,18 @@ from inline_backbones.models.inline_paths import force_path, triton_kernels
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available() or triton_kernels() is None,
                                 reason='needs a CUDA GPU and the triton package')
+
+
+@pytest.fixture(autouse=True)
+def _no_tf32():
+    """cuDNN convolutions default to TF32 (10-bit mantissas): the generic path's depthwise conv would then be
+    the less exact of the two. Compare fp32 with fp32."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
 SHAPES = [(448, 640), (320, 448), (448, 384), (256, 256)]   # a padded batch: each image's own size
 
 
@@ -65,3 +77,17 @@ def test_reduced_precision_gpu_path(name, dtype, bound):
     alone = forward(model, x[3:, :, :256, :256], 'triton', dtype)
     in_batch = [o[3:, :, :a.shape[2], :a.shape[3]] for o, a in zip(outs['triton'], alone, strict=True)]
     assert rel(in_batch, alone) < bound
+
+
+@pytest.mark.parametrize('dtype', [None, torch.bfloat16])
+def test_cuda_graph_replay_equals_eager(dtype):
+    from inline_backbones.serving import CUDAGraphBackbone
+
+    torch.manual_seed(0)
+    model = InLineSwinTransformer('tiny', inline_window_size=28).cuda().eval()
+    x = torch.randn(2, 3, 224, 320, device='cuda')
+    served = CUDAGraphBackbone(model, torch.zeros_like(x), dtype=dtype)
+    replayed = [o.float().clone() for o in served(x)]
+    assert rel(replayed, forward(model, x, 'triton', dtype)) < 1e-5
+    with pytest.raises(ValueError, match=r'captured for inputs of shape \(2, 3, 224, 320\)'):
+        served(x[:1])

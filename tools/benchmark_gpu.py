@@ -2,7 +2,7 @@
 
     python tools/benchmark_gpu.py [--sizes 448 1120 2240 6048] [--batches 1 8] [--dtype bf16]
         [--models inline-swin-t inline-swin-t@torch swin-t inline-pvt-t pvt-v2-b1]
-        [--padding-aware] [--train] [--compile] [--rounds 10] [--warmup 3] [--out-dir outputs/benchmark_gpu]
+        [--padding-aware] [--train] [--compile | --cuda-graphs] [--rounds 10] [--warmup 3] [--out-dir outputs/benchmark_gpu]
 
 Runs where mmdet is not installed (only torch, timm and this package's core). The references are timm's:
 ``swin-t`` is ``swin_tiny_patch4_window7_224`` with ``img_size`` set to the input (features of the four
@@ -20,6 +20,8 @@ launches of one forward (the profiler's count; None on a CPU) and peak memory ab
 (from the full size down to 60% of it, zero-padded), against the same models in plain mode on the same batch.
 ``--train``: one forward + backward of the backbone (loss: the sum of the stage means), under the same autocast.
 ``--compile``: ``torch.compile(model, dynamic=True)`` for every model (warm-up includes compilation).
+``--cuda-graphs``: every model captured once and replayed (:class:`inline_backbones.serving.CUDAGraphBackbone`;
+plain mode, inference).
 Writes ``results.json`` and a Markdown table ``results.md`` to ``--out-dir``.
 """
 import argparse
@@ -36,6 +38,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from inline_backbones import InLinePVT, InLineSwinTransformer  # noqa: E402
 from inline_backbones.models.inline_paths import force_path  # noqa: E402
+from inline_backbones.serving import CUDAGraphBackbone  # noqa: E402
 
 DTYPES = {'fp32': torch.float32, 'bf16': torch.bfloat16, 'fp16': torch.float16}
 
@@ -65,8 +68,16 @@ class Runner:
         self.model = model.to(device).train(train)
         self.fn = torch.compile(self.model, dynamic=True) if args.compile else self.model
         self.dtype = DTYPES[args.dtype]
+        self.graph = None
+        if args.cuda_graphs:
+            path = force_path(self.path) if self.path else contextlib.nullcontext()
+            with path:
+                example = torch.zeros(args.example_shape, device=device)
+                self.graph = CUDAGraphBackbone(self.model, example, None if self.dtype == torch.float32 else self.dtype)
 
     def __call__(self, x):
+        if self.graph is not None:
+            return self.graph(x)
         path = force_path(self.path) if self.path else contextlib.nullcontext()
         grad = torch.enable_grad() if self.train else torch.no_grad()
         autocast = torch.autocast(self.device.type, dtype=self.dtype, enabled=self.dtype != torch.float32)
@@ -131,6 +142,7 @@ def padded_shapes(size, batch):
 def runners_for(args, size, batch, device):
     """The models of one (size, batch) setting, with their input."""
     x = torch.randn(batch, 3, size, size, device=device)
+    args.example_shape = tuple(x.shape)
     runners = []
     if args.padding_aware:
         shapes = padded_shapes(size, batch)
@@ -165,7 +177,8 @@ def benchmark(args, device):
             ref_ms = statistics.median(times[reference])
             for r in runners:
                 med = statistics.median(times[r.name])
-                row = dict(size=size, batch=batch, dtype=args.dtype, train=args.train, compiled=args.compile,
+                row = dict(size=size, batch=batch, dtype=args.dtype, train=args.train,
+                           compiled='cuda-graphs' if args.cuda_graphs else 'compile' if args.compile else False,
                            model=r.name, median_ms=med, min_ms=min(times[r.name]), max_ms=max(times[r.name]),
                            ratio=med / ref_ms, reference=reference, launches=kernel_launches(r, x, device),
                            peak_mb=peak_memory_mb(r, x, device))
@@ -185,7 +198,7 @@ def markdown(rows):
     for r in rows:
         peak = '' if r['peak_mb'] is None else f'{r["peak_mb"]:.0f}'
         lines.append(f'| {r["size"]}^2 | {r["batch"]} | {r["dtype"]} | {"train" if r["train"] else "infer"}'
-                     f'{" compiled" if r["compiled"] else ""} | {r["model"]} | {r["median_ms"]:.2f} | '
+                     f'{" " + r["compiled"] if r["compiled"] else ""} | {r["model"]} | {r["median_ms"]:.2f} | '
                      f'{r["min_ms"]:.2f}-{r["max_ms"]:.2f} | {r["ratio"]:.2f} | {r["launches"]} | {peak} |')
     return '\n'.join(lines) + '\n'
 
@@ -198,12 +211,16 @@ def main(argv=None):
     parser.add_argument('--models', nargs='+', default=['inline-swin-t', 'inline-swin-t@torch', 'swin-t'])
     parser.add_argument('--padding-aware', action='store_true')
     parser.add_argument('--train', action='store_true')
-    parser.add_argument('--compile', action='store_true')
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument('--compile', action='store_true')
+    group.add_argument('--cuda-graphs', action='store_true')
     parser.add_argument('--rounds', type=int, default=10)
     parser.add_argument('--warmup', type=int, default=3)
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
     parser.add_argument('--out-dir', default='outputs/benchmark_gpu')
     args = parser.parse_args(argv)
+    if args.cuda_graphs and (args.train or args.padding_aware):
+        parser.error('--cuda-graphs captures plain-mode inference: not with --train or --padding-aware')
     device = torch.device(args.device)
     rows = benchmark(args, device)
     meta = dict(torch=torch.__version__, python=platform.python_version(),

@@ -1,13 +1,15 @@
 """Triton kernels of InLine attention's GPU inference path (:func:`.inline_paths.attend_gpu`).
 
-Three launches per layer, whatever the batch size (``b`` an image, ``t`` a token, ``c = head * d + j``):
+Three kernels per layer, whatever the batch size (``b`` an image, ``t`` a token, ``c = head * d + j``):
 
 * :func:`kv_statistics`: one pass over ``x``, ``k`` and ``v`` (k, v read in place from the projection's
   (B, N, 2C) output). Per (image, head, split of the tokens) it sums over the image's own tokens
   ``phi(k)^T v`` (d x d, ``tl.dot``), ``phi(k)``, ``v``, ``x`` and the own-token count, in fp32.
   Splits write partial sums (no atomics: deterministic).
 * :func:`finalize`: per (image, head) sums the splits and forms, in fp32, ``n`` (the own-token count),
-  ``M = (s / n) KV - s mean(k)^T mean(v)``, ``mean(x)`` and the residual's bias ``mean(v) (+ b_q M)``.
+  ``M = (s / n) KV - s mean(k)^T mean(v)``, the residual's bias ``mean(v) (+ b_q M)`` and its 3x3 kernels
+  ``conv1x1(GELU(conv1x1(mean(x))))`` (the predictor's two convs are grouped by head, so one program has
+  all it needs).
 * :func:`depthwise3x3`: ``out[b, t, c] = bias[b, c] + sum_taps w[b, c, tap] v[b, t + tap, c]`` over the 3x3
   neighbourhood inside the map (zero padding) and, padding-aware, inside the image's own tokens: one
   stencil over the (B, N, C) layout, fp32 accumulation, per-image kernels (no per-image launches, no
@@ -81,8 +83,8 @@ def _kv_statistics_kernel(x_ptr, kv_ptr, mask_ptr, part_ptr, N, C, sxb, sxn, skb
 
 
 @triton.jit
-def _finalize_kernel(part_ptr, bq_ptr, m_ptr, bias_ptr, xmean_ptr, C, SPLITS, scale,
-                     D: tl.constexpr, HAS_BQ: tl.constexpr):
+def _finalize_kernel(part_ptr, bq_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr, m_ptr, bias_ptr, kern_ptr, C, SPLITS, scale,
+                     D: tl.constexpr, HAS_BQ: tl.constexpr, RESIDUAL: tl.constexpr):
     pid = tl.program_id(0)
     heads = C // D
     b = pid // heads
@@ -109,7 +111,18 @@ def _finalize_kernel(part_ptr, bq_ptr, m_ptr, bias_ptr, xmean_ptr, C, SPLITS, sc
         bq = tl.load(bq_ptr + head * D + i).to(tl.float32)
         bias += tl.sum(bq[:, None] * m, axis=0)
     tl.store(bias_ptr + b * C + head * D + i, bias)
-    tl.store(xmean_ptr + b * C + head * D + i, x_sum / n)
+    if RESIDUAL:
+        # The residual's 3x3 kernels of this head's channels from the mean token: two 1x1 convs grouped by
+        # head (head i reads and writes channels [i D, (i + 1) D)), exact GELU between them.
+        rows = head * D + i
+        x_mean = x_sum / n
+        hidden = tl.sum(tl.load(w1_ptr + rows[:, None] * D + i[None, :]).to(tl.float32) * x_mean[None, :], axis=1)
+        hidden += tl.load(b1_ptr + rows).to(tl.float32)
+        hidden = 0.5 * hidden * (1.0 + tl.math.erf(hidden * 0.7071067811865476))
+        for tap in tl.static_range(9):
+            w2 = tl.load(w2_ptr + (rows[:, None] * 9 + tap) * D + i[None, :]).to(tl.float32)
+            out = tl.sum(w2 * hidden[None, :], axis=1) + tl.load(b2_ptr + rows * 9 + tap).to(tl.float32)
+            tl.store(kern_ptr + (b * C + rows) * 9 + tap, out)
 
 
 @triton.jit
@@ -168,18 +181,22 @@ def kv_statistics(x, kv, mask, head_dims, kernel_func):
     return part
 
 
-def finalize(part, C, head_dims, scale, b_q=None):
-    """``(M (B, h, d, d), bias (B, C), mean(x) (B, C))`` in fp32 from :func:`kv_statistics`' partials;
-    ``bias = mean(v)`` (``+ b_q M`` when ``b_q`` is given)."""
+def finalize(part, C, head_dims, scale, b_q=None, residual=None):
+    """``(M (B, h, d, d), bias (B, C), kernels (B, C, 9) or None)`` in fp32 from :func:`kv_statistics`'
+    partials: ``bias = mean(v)`` (``+ b_q M`` when ``b_q`` is given) and, when ``residual`` (the layer's
+    ``Conv1d, GELU, Conv1d`` predictor, grouped by head) is given, the 3x3 kernels it predicts from ``mean(x)``."""
     BH, splits, _ = part.shape
     D = head_dims
     B = BH // (C // D)
     m = torch.empty(B, C // D, D, D, device=part.device, dtype=torch.float32)
     bias = torch.empty(B, C, device=part.device, dtype=torch.float32)
-    x_mean = torch.empty_like(bias)
-    _finalize_kernel[(BH,)](part, part if b_q is None else b_q, m, bias, x_mean, C, splits, float(scale), D=D,
-                            HAS_BQ=b_q is not None, num_warps=4)
-    return m, bias, x_mean
+    kernels = None if residual is None else torch.empty(B, C, 9, device=part.device, dtype=torch.float32)
+    convs = (part,) * 4 if residual is None else (residual[0].weight, residual[0].bias, residual[2].weight,
+                                                  residual[2].bias)
+    _finalize_kernel[(BH,)](part, part if b_q is None else b_q, *convs, m, bias, part if kernels is None else kernels,
+                            C, splits, float(scale), D=D, HAS_BQ=b_q is not None, RESIDUAL=residual is not None,
+                            num_warps=4)
+    return m, bias, kernels
 
 
 def depthwise3x3(v, mask, weights, bias, hw_shape, out_dtype):

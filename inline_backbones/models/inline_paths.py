@@ -91,8 +91,8 @@ def attend_gpu(attn, x, hw_shape, mask=None):
     """InLine attention of ``attn`` on the (B, N, C) tokens ``x`` with the Triton kernels (inference).
 
     ``k, v = kv(x)`` (one GEMM, read in place by the kernels); :func:`~..kernels.inline_triton.kv_statistics`
-    and ``finalize`` give ``M``, ``mean(x)`` and the residual's bias in fp32; the residual's kernels come from
-    ``mean(x)`` (in fp32); :func:`~..kernels.inline_triton.depthwise3x3` writes ``r = dwconv3x3(v) + bias``.
+    and ``finalize`` give ``M``, the residual's bias and its 3x3 kernels (predicted from ``mean(x)``) in fp32;
+    :func:`~..kernels.inline_triton.depthwise3x3` writes ``r = dwconv3x3(v) + bias``.
     With the identity kernel and N > C, ``q M`` is folded into ``proj`` (as on the CPU path:
     ``y = proj(r) + x P``, ``P = W_q^T blockdiag(M) W_p^T`` in fp32, ``bias = mean(v) + b_q M``), so q is never
     formed; otherwise ``y = proj(r + phi(q) blockdiag(M))``. The launches do not depend on the batch size.
@@ -106,11 +106,9 @@ def attend_gpu(attn, x, hw_shape, mask=None):
     dtype = kv.dtype
     x = x.contiguous()
     fold = attn.kernel_func == 'identity' and N > C
-    m, bias, x_mean = kernels.finalize(kernels.kv_statistics(x, kv, mask, d, attn.kernel_func), C, d, s,
-                                       b_q if fold else None)
+    m, bias, weights = kernels.finalize(kernels.kv_statistics(x, kv, mask, d, attn.kernel_func), C, d, s,
+                                        b_q if fold else None, attn.residual if attn.local_residual else None)
     if attn.local_residual:
-        with torch.autocast(x.device.type, enabled=False):
-            weights = attn.residual(x_mean.unsqueeze(-1).to(attn.residual[0].weight.dtype)).view(B, C, 9)
         base = kernels.depthwise3x3(kv[..., C:], mask, weights, bias, hw_shape, dtype)
     else:
         base = bias.to(dtype).unsqueeze(1)                                         # (B, 1, C), broadcast

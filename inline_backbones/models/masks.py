@@ -37,15 +37,27 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from .graph_mode import exporting
+from .graph_mode import exporting, exporting_or_tracing
 
 SEAM_VALUE = -100.0
+
+
+def to_device(t, device):
+    """The host tensor ``t`` (region sizes, index offsets: a few bytes) on ``device`` without waiting for the
+    device. A copy from pageable host memory blocks the host until the stream has run all the work queued
+    before it, which serialises the host's enqueueing with the GPU's work (measured on an H200: padding-aware
+    InLine-Swin-T at batch 8 took 1.56x the plain forward); a copy from pinned memory is asynchronous.
+    Plain ``.to`` on other devices and while a graph is captured."""
+    device = torch.device(device if device is not None else t.device)
+    if device.type != 'cuda' or t.device.type != 'cpu' or exporting_or_tracing():
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
 
 
 def region_mask(shapes, hw_shape, device=None):
     """(B, H*W, 1) bool on ``device``: True on each image's ``shapes`` rows x cols of the H x W map."""
     H, W = hw_shape
-    shapes = shapes.to(device)
+    shapes = to_device(shapes, device)
     rows = torch.arange(H, device=device) < shapes[:, :1]                        # (B, H)
     cols = torch.arange(W, device=device) < shapes[:, 1:]                        # (B, W)
     return (rows[:, :, None] & cols[:, None, :]).reshape(-1, H * W, 1)
@@ -119,7 +131,10 @@ def window_plan(hw_shape, batch_size, window_size, shift, region_shapes=None, cl
     canvas_w = W + extra + (-(W + extra)) % window_hw[1]
     # Every cell of every window holds an own token: nothing to mask.
     fills = not static and bool(((offsets == 0) & (heights == canvas_h) & (widths == canvas_w)).all())
-    heights, widths, offsets = heights.to(device), widths.to(device), offsets.to(device)
+    if aware:
+        heights, widths, offsets = (to_device(t, device) for t in (heights, widths, offsets))
+    else:   # one value each: made on the device (no host copy, so a CUDA graph can capture the plan)
+        heights, widths, offsets = (torch.full((B,), int(t[0]), device=device) for t in (heights, widths, offsets))
     o = offsets[:, None]
     src_r = torch.arange(canvas_h, device=device) - o                               # (B, canvas_h)
     src_c = torch.arange(canvas_w, device=device) - o

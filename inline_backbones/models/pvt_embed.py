@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from timm.layers import register_notrace_module
 from torch import nn
 
-from .masks import fills_map
+from .masks import fills_map, to_device
 from .stages import to_nchw
 
 
@@ -40,7 +40,7 @@ def region_pos_embed(pos_embed, src_shape, tokens):
     regions = tokens.regions
     out = pos_embed.new_zeros(tokens.batch_size, H, W, pos_embed.shape[-1])
     for h, w in torch.unique(regions, dim=0).tolist():
-        images = (regions == torch.tensor([h, w])).all(dim=1).nonzero()[:, 0].to(out.device)
+        images = to_device((regions == torch.tensor([h, w])).all(dim=1).nonzero()[:, 0], out.device)
         out[images, :h, :w] = resize_pos_embed(pos_embed, src_shape, (h, w)).view(1, h, w, -1)
     return out.view(tokens.batch_size, H * W, -1)
 
