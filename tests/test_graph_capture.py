@@ -1,5 +1,6 @@
 """Graph capture of the backbone and the timm classifiers: torch.fx symbolic tracing (timm's
-``create_feature_extractor``, torchvision's with timm's notrace lists) and torch.export at dynamic sizes,
+``create_feature_extractor``, torchvision's with timm's notrace lists), torch.export at dynamic sizes,
+torch.compile with one graph for every size (plain and padding-aware),
 (padding-aware export with the regions as an input: tests/test_onnx_export.py, through torch.export and
 onnxruntime); and the core imports no mmcv."""
 import subprocess
@@ -86,6 +87,35 @@ def test_torch_export_classifier_and_its_features():
             assert relative(program.module()(x), model(x)) < 1e-5
     assert model.forward_features(torch.randn(1, 3, 64, 96)).shape == (1, 2, 3, 256)          # NHWC, as timm's Swin
     assert model.pretrained_cfg['pool_size'] == (7, 7)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('padding_aware', [False, True])
+def test_compile_fullgraph_dynamic_one_graph_for_every_size(padding_aware):
+    """``torch.compile(backbone, fullgraph=True, dynamic=True)``: one graph (no graph break, no recompile) serves
+    sizes on one side of Swin's small-map rule, plain and padding-aware (regions as a tensor input), and it
+    computes what eager mode does. Traced with dynamo's counting backend (inductor's code generation is torch's
+    to test, and takes minutes on a CPU)."""
+    from torch._dynamo.testing import CompileCounter
+
+    torch._dynamo.reset()
+    model = small_backbone('base', padding_aware=padding_aware)   # IIMS2: every mixer, global and windowed
+    counter = CompileCounter()
+    compiled = torch.compile(model, fullgraph=True, dynamic=True, backend=counter)
+    for hw, shapes in [((256, 288), [[256, 288], [192, 256]]), ((320, 352), [[320, 300], [320, 352]]),
+                       ((288, 256), [[288, 256], [288, 256]])]:
+        x = torch.randn(2, 3, *hw)
+        kwargs = dict(image_shapes=torch.tensor(shapes)) if padding_aware else {}
+        with torch.no_grad():
+            errors = [relative(a, b) for a, b in zip(compiled(x, **kwargs), model(x, **kwargs), strict=True)]
+        assert max(errors) < 1e-5, (hw, errors)
+    assert counter.frame_count == 1
+
+
+def test_compiled_padding_aware_backbone_needs_the_regions_as_a_tensor():
+    compiled = torch.compile(small_backbone('tiny', padding_aware=True), fullgraph=True, backend='eager')
+    with pytest.raises(Exception, match=r'take each image.s \(height, width\) as a graph input'):
+        compiled(torch.randn(1, 3, 64, 64), image_shapes=[(64, 64)])
 
 
 def test_core_imports_no_mmcv():

@@ -2,7 +2,7 @@
 
     python tools/benchmark_gpu.py [--sizes 448 1120 2240 6048] [--batches 1 8] [--dtype bf16]
         [--models inline-swin-t inline-swin-t@torch swin-t inline-pvt-t pvt-v2-b1]
-        [--padding-aware] [--train] [--compile | --cuda-graphs] [--rounds 10] [--warmup 3] [--out-dir outputs/benchmark_gpu]
+        [--padding-aware] [--train] [--compile | --cuda-graphs] [--profile TOP] [--rounds 10] [--warmup 3] [--out-dir outputs/benchmark_gpu]
 
 Runs where mmdet is not installed (only torch, timm and this package's core). The references are timm's:
 ``swin-t`` is ``swin_tiny_patch4_window7_224`` with ``img_size`` set to the input (features of the four
@@ -109,16 +109,19 @@ def time_once(fn, x, device):
     return 1e3 * (time.perf_counter() - t0)
 
 
-def kernel_launches(fn, x, device):
-    """CUDA kernels one call launches (the profiler's count); None on a CPU."""
+def kernel_profile(fn, x, device, top=0):
+    """CUDA kernels one call launches (the profiler's count; None on a CPU) and, with ``top``, a table of the
+    ``top`` kernels by summed GPU time."""
     if device.type != 'cuda':
-        return None
+        return None, ''
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         fn(x)
         torch.cuda.synchronize(device)
-    return sum(e.count for e in prof.key_averages() if e.device_type.name == 'CUDA')
+    events = prof.key_averages()
+    table = events.table(sort_by='self_cuda_time_total', row_limit=top) if top else ''
+    return sum(e.count for e in events if e.device_type.name == 'CUDA'), table
 
 
 def peak_memory_mb(fn, x, device):
@@ -136,7 +139,7 @@ def peak_memory_mb(fn, x, device):
 def padded_shapes(size, batch):
     """``batch`` image sizes from ``size`` down to 60% of it (multiples of 32), the first the full size."""
     steps = [size - round(0.4 * size * i / max(1, batch - 1) / 32) * 32 for i in range(batch)]
-    return [(s, max(32, steps[-1 - i])) for i, s in enumerate(steps)]
+    return [(s, max(32, steps[(batch - i) % batch])) for i, s in enumerate(steps)]
 
 
 def runners_for(args, size, batch, device):
@@ -180,12 +183,14 @@ def benchmark(args, device):
                 row = dict(size=size, batch=batch, dtype=args.dtype, train=args.train,
                            compiled='cuda-graphs' if args.cuda_graphs else 'compile' if args.compile else False,
                            model=r.name, median_ms=med, min_ms=min(times[r.name]), max_ms=max(times[r.name]),
-                           ratio=med / ref_ms, reference=reference, launches=kernel_launches(r, x, device),
-                           peak_mb=peak_memory_mb(r, x, device))
+                           ratio=med / ref_ms, reference=reference, peak_mb=peak_memory_mb(r, x, device))
+                row['launches'], table = kernel_profile(r, x, device, args.profile)
                 rows.append(row)
                 print(f'{size}^2 b{batch} {args.dtype} {"train" if args.train else "infer"} {r.name:32s} '
                       f'{med:9.2f} ms (x{row["ratio"]:.2f} {reference}) launches {row["launches"]} '
                       f'peak {row["peak_mb"] and round(row["peak_mb"])} MB', flush=True)
+                if table:
+                    print(table, flush=True)
             del runners
             if device.type == 'cuda':
                 torch.cuda.empty_cache()
@@ -214,6 +219,8 @@ def main(argv=None):
     group = parser.add_mutually_exclusive_group()
     group.add_argument('--compile', action='store_true')
     group.add_argument('--cuda-graphs', action='store_true')
+    parser.add_argument('--profile', type=int, default=0, metavar='TOP',
+                        help='print the TOP kernels of one forward by GPU time, per model')
     parser.add_argument('--rounds', type=int, default=10)
     parser.add_argument('--warmup', type=int, default=3)
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')

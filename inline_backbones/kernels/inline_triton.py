@@ -18,6 +18,8 @@ Three kernels per layer, whatever the batch size (``b`` an image, ``t`` a token,
 The kernels also run on a CPU under Triton's interpreter (``TRITON_INTERPRET=1`` set before this module is
 imported), which is how the test suite checks them without a GPU.
 """
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -147,10 +149,15 @@ def _depthwise3x3_kernel(v_ptr, mask_ptr, w_ptr, bias_ptr, out_ptr, N, C, H, W, 
              mask=t_ok[:, None] & c_ok[None, :])
 
 
+@functools.cache
+def _multiprocessors(index):
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
 def _parallel_programs(device):
     """About four programs per streaming multiprocessor (a few on the CPU interpreter)."""
     if device.type == 'cuda':
-        return 4 * torch.cuda.get_device_properties(device).multi_processor_count
+        return 4 * _multiprocessors(device.index if device.index is not None else torch.cuda.current_device())
     return 4
 
 

@@ -7,8 +7,9 @@ captures of three kinds see them differently:
 * ``torch.jit.trace`` (also inside the TorchScript ONNX exporter, ``torch.onnx.export(..., dynamo=False)``,
   and in mmengine's FLOP analysis, which traces): the TorchScript ONNX exporter loses an in-place update
   made through a view (its file runs and is silently wrong), so traces take the out-of-place form.
-* ``torch.compile``: inductor cannot replay that in-place update either; it re-specialises on input
-  sizes, so branches on sizes are fine there.
+* ``torch.compile``: inductor cannot replay that in-place update either. With dynamic shapes a branch on
+  a size becomes a guard, and an input on its other side recompiles (measured on a CPU: 224x320 then 256x288
+  recompiled on Swin's pad-to-window branch), so compiled graphs take the branch-free forms too.
 * ``torch.export`` (also inside the default ONNX exporter, ``torch.onnx.export(..., dynamo=True)``): one
   graph for every size allowed by ``dynamic_shapes``, so a branch on a symbolic size becomes a guard
   that narrows (or, if the range crosses it, refuses) the export.
@@ -30,8 +31,15 @@ def exporting() -> bool:
     return torch.compiler.is_exporting() or torch.onnx.is_in_onnx_export()
 
 
+def regions_in_graph() -> bool:
+    """True when each image's region is a tensor of the graph, not a host value to branch on: under
+    :func:`exporting` and ``torch.compile``. The masks are then always applied and window canvases take their
+    largest size, so that no shape and no branch depends on the regions."""
+    return exporting() or torch.compiler.is_compiling()
+
+
 def may_branch_on_size() -> bool:
-    """True when a layer may pick between two forms of the same function by the input size (eager mode and
-    ``torch.compile``). False under jit tracing, whose FLOP counts must be those of the paper's order of
-    operations whatever the size, and under :func:`exporting`."""
-    return not (torch.jit.is_tracing() or exporting())
+    """True when a layer may pick between two forms of the same function by the input size (eager mode).
+    False under jit tracing, whose FLOP counts must be those of the paper's order of operations whatever the
+    size, under :func:`exporting` and under ``torch.compile`` (one graph for every size it allows)."""
+    return not (torch.jit.is_tracing() or exporting() or torch.compiler.is_compiling())

@@ -37,7 +37,7 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from .graph_mode import exporting, exporting_or_tracing
+from .graph_mode import exporting_or_tracing, regions_in_graph
 
 SEAM_VALUE = -100.0
 
@@ -64,9 +64,9 @@ def region_mask(shapes, hw_shape, device=None):
 
 
 def fills_map(shapes, hw_shape):
-    """True when every image covers the whole H x W map (nothing to mask); False under export, where the
-    regions are a graph input (the masks are then always applied)."""
-    if exporting():
+    """True when every image covers the whole H x W map (nothing to mask); False under export and compile, where
+    the regions are a graph input (the masks are then always applied)."""
+    if regions_in_graph():
         return False
     return bool((shapes[:, 0] >= hw_shape[0]).all() and (shapes[:, 1] >= hw_shape[1]).all())
 
@@ -109,7 +109,7 @@ def window_plan(hw_shape, batch_size, window_size, shift, region_shapes=None, cl
     # building a plan never waits for the device; the index maps are built on ``device``. Under export the
     # regions are a graph input: the canvas takes its largest size for any regions (the extra windows hold
     # masked cells only) and every plan has a mask, so the graph's shapes do not depend on the regions.
-    static = aware and exporting()
+    static = aware and regions_in_graph()
     if aware:
         region_shapes = region_shapes.to('cpu' if not static else device)
         heights, widths = region_shapes[:, 0], region_shapes[:, 1]

@@ -14,7 +14,7 @@ from timm.layers import register_notrace_function
 from torch import nn
 
 from .blocks import TransformerBlock
-from .graph_mode import exporting
+from .graph_mode import regions_in_graph
 from .image_regions import image_shapes_of, split_regions
 from .masks import fills_map, region_mask
 
@@ -76,12 +76,12 @@ def input_regions(x, image_shapes, min_input_size, padding_aware, name):
         if image_shapes is not None:
             raise ValueError('image_shapes is only used in padding-aware mode (padding_aware=True)')
         return None
-    if exporting():   # the regions are a graph input: no data-dependent checks (masks.py builds static shapes)
-        if not isinstance(image_shapes, torch.Tensor):
+    if regions_in_graph():   # export, compile: the regions are a graph input, no data-dependent checks (masks.py
+        if not isinstance(image_shapes, torch.Tensor):   # builds static shapes)
             raise NotImplementedError(
-                "padding-aware export takes each image's (height, width) as a graph input: export "
-                'backbone(x, image_shapes) with image_shapes a (B, 2) integer tensor (inference from zeros '
-                'and Python lists are not exportable)')
+                "padding-aware export and torch.compile take each image's (height, width) as a graph input: "
+                'call backbone(x, image_shapes) with image_shapes a (B, 2) integer tensor (inference from zeros '
+                'and Python lists cannot be captured)')
         return image_shapes.long().reshape(-1, 2)
     return image_shapes_of(x, image_shapes)
 
