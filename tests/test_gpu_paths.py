@@ -91,3 +91,28 @@ def test_cuda_graph_replay_equals_eager(dtype):
     assert rel(replayed, forward(model, x, 'triton', dtype)) < 1e-5
     with pytest.raises(ValueError, match=r'captured for inputs of shape \(2, 3, 224, 320\)'):
         served(x[:1])
+
+
+def gradients(model, x, path, dtype=None):
+    """Gradients of every parameter for the loss sum(stage means), one forward + backward."""
+    model.zero_grad(set_to_none=True)
+    torch.manual_seed(1)   # the same drop-path draws for every path
+    with force_path(path), torch.autocast('cuda', dtype=dtype or torch.float32, enabled=dtype is not None):
+        loss = sum(o.float().mean() for o in model(x, image_shapes=SHAPES))
+    loss.backward()
+    return [p.grad.float().clone() for p in model.parameters() if p.grad is not None]
+
+
+@pytest.mark.parametrize('name', ['inline-swin-t padding-aware', 'inline-pvt-t padding-aware'])
+def test_training_step_gradients(name):
+    """The Triton training path (inline_autograd.py) against the generic path: fp32 gradients within 1e-3
+    (relative L2, the worst parameter); bf16/fp16 autocast gradients finite and within 1.5x the generic path's
+    error against fp32."""
+    torch.manual_seed(0)
+    model = MODELS[name]().cuda().train()
+    x = batch()
+    reference = gradients(model, x, 'torch')
+    assert rel(gradients(model, x, 'triton'), reference) < 1e-3
+    for dtype in (torch.bfloat16, torch.float16):
+        err = {path: rel(gradients(model, x, path, dtype), reference) for path in ('torch', 'triton')}
+        assert err['triton'] < max(1.5 * err['torch'], 1e-3), (dtype, err)

@@ -139,3 +139,39 @@ def test_select_path_on_a_gpu():
         assert select_path(x, 24) == 'torch'                 # a head size the kernels do not take
     with torch.enable_grad():
         assert select_path(x, 32) == 'torch'                 # training: the differentiable path
+
+
+@needs_triton
+@pytest.mark.parametrize('case', ['global', 'padding-aware', 'windows', 'shifted windows, padding-aware', 'pvt',
+                                  'pvt, N < C (not folded)'])
+def test_triton_training_path_has_the_generic_paths_gradients(case):
+    """With gradients on, the Triton path (inline_autograd.py) gives the generic path's output and the same
+    gradients for the input and every parameter (fp32; upstream gradient zero on padding tokens)."""
+    build, hw, regions = CASES[case]
+    attn = build()
+    x = torch.randn(2, hw[0] * hw[1], 64, requires_grad=True)
+    own = torch.ones(2, hw[0] * hw[1], 1) if regions is None else TokenMap.of(x, hw, regions).token_mask().float()
+    grad_out = torch.randn(2, hw[0] * hw[1], 64) * own
+    params = [x, *attn.parameters()]
+
+    def forward_backward(path):
+        with force_path(path):
+            out = attn(x, TokenMap.of(x, hw, regions))
+        return [out * own, *torch.autograd.grad(out, params, grad_out)]
+
+    for name, a, b in zip(['output', 'x', *(n for n, _ in attn.named_parameters())], forward_backward('triton'),
+                          forward_backward('torch'), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4, msg=lambda m, name=name: f'{name}: {m}')
+
+
+@needs_triton
+def test_triton_path_is_not_taken_for_training_without_a_backward():
+    """A relu-kernel layer has no written-out backward: with gradients on, even a forced Triton path computes it
+    with the generic one (so its gradients exist)."""
+    attn = InLineAttention(64, 2, kernel_func='relu')
+    x = torch.randn(1, 42, 64, requires_grad=True)
+    with force_path('triton'):
+        out = attn(x, TokenMap.of(x, (6, 7)))
+        assert select_path(x, 32, differentiable=False) == 'torch'
+    out.sum().backward()
+    assert x.grad is not None and attn.qkv.weight.grad.abs().sum() > 0

@@ -18,7 +18,7 @@ from inline_backbones.export import (
     relative_errors,
     run_onnx,
 )
-from inline_backbones.models.graph_mode import exporting, exporting_or_tracing, may_branch_on_size
+from inline_backbones.models.graph_mode import exporting, exporting_or_tracing, may_branch_on_size, regions_in_graph
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 TOL = 1e-5                                   # max |onnx - eager| / max |eager|, per output
@@ -78,8 +78,9 @@ def test_graph_mode_predicates():
     record(torch.zeros(1))
     torch.jit.trace(record, torch.zeros(1))
     assert seen == {False: (False, True, False), True: (True, False, False)}
-    compiled = torch.compile(lambda x: x + exporting_or_tracing() + 2 * may_branch_on_size(), backend='eager')
-    assert compiled(torch.zeros(1)).item() == 3                     # captured, and free to branch on sizes
+    compiled = torch.compile(lambda x: x + exporting_or_tracing() + 2 * may_branch_on_size() + 4 * regions_in_graph(),
+                             backend='eager')
+    assert compiled(torch.zeros(1)).item() == 5       # captured, branch-free on sizes, regions a graph input
 
 
 @pytest.mark.slow

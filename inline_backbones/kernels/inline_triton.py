@@ -40,8 +40,8 @@ def _phi(k, PHI: tl.constexpr):
 
 @triton.jit
 def _kv_statistics_kernel(x_ptr, kv_ptr, mask_ptr, part_ptr, N, C, sxb, sxn, skb, skn, tokens_per_split, SPLITS,
-                          D: tl.constexpr, PHI: tl.constexpr, HAS_MASK: tl.constexpr, BLOCK_N: tl.constexpr,
-                          IEEE: tl.constexpr):
+                          D: tl.constexpr, PHI: tl.constexpr, HAS_MASK: tl.constexpr, HAS_X: tl.constexpr,
+                          BLOCK_N: tl.constexpr, IEEE: tl.constexpr):
     pid = tl.program_id(0)
     split = tl.program_id(1)
     heads = C // D
@@ -62,7 +62,6 @@ def _kv_statistics_kernel(x_ptr, kv_ptr, mask_ptr, part_ptr, N, C, sxb, sxn, skb
         kv_rows = kv_ptr + b * skb + rows[:, None] * skn + head * D + cols[None, :]
         k = tl.load(kv_rows, mask=own[:, None], other=0.0)
         v = tl.load(kv_rows + C, mask=own[:, None], other=0.0)
-        x = tl.load(x_ptr + b * sxb + rows[:, None] * sxn + head * D + cols[None, :], mask=own[:, None], other=0.0)
         if PHI != 0:   # phi in fp32, zero again outside (exp(0) is 1)
             k = tl.where(own[:, None], _phi(k.to(tl.float32), PHI), 0.0).to(v.dtype)
         # fp32: exact fp32 products; bf16/fp16: converted to fp32, whose tf32 tensor-core products are exact
@@ -73,7 +72,9 @@ def _kv_statistics_kernel(x_ptr, kv_ptr, mask_ptr, part_ptr, N, C, sxb, sxn, skb
             acc += tl.dot(tl.trans(k.to(tl.float32)), v.to(tl.float32), input_precision='tf32')
         k_sum += tl.sum(k.to(tl.float32), axis=0)
         v_sum += tl.sum(v.to(tl.float32), axis=0)
-        x_sum += tl.sum(x.to(tl.float32), axis=0)
+        if HAS_X:
+            x = tl.load(x_ptr + b * sxb + rows[:, None] * sxn + head * D + cols[None, :], mask=own[:, None], other=0.0)
+            x_sum += tl.sum(x.to(tl.float32), axis=0)
         count += own.to(tl.float32)
     # partials: [KV (D*D) | k_sum (D) | v_sum (D) | x_sum (D) | count (D, the same value D times)]
     out = part_ptr + (pid * SPLITS + split) * (D * D + 4 * D)
@@ -129,24 +130,63 @@ def _finalize_kernel(part_ptr, bq_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr, m_ptr, bi
 
 @triton.jit
 def _depthwise3x3_kernel(v_ptr, mask_ptr, w_ptr, bias_ptr, out_ptr, N, C, H, W, svb, svn,
-                         HAS_MASK: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_C: tl.constexpr):
+                         MASK_MODE: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK_T: tl.constexpr,
+                         BLOCK_C: tl.constexpr):
+    # MASK_MODE 0: no mask; 1: only the image's own neighbours count (the forward); 2: every neighbour counts
+    # and the output is zero outside the image (the gradient of the forward's values, with flipped kernels).
     b = tl.program_id(0)
     t = tl.program_id(1) * BLOCK_T + tl.arange(0, BLOCK_T)
     c = tl.program_id(2) * BLOCK_C + tl.arange(0, BLOCK_C)
     t_ok, c_ok = t < N, c < C
     row, col = t // W, t % W
-    acc = tl.zeros((BLOCK_T, BLOCK_C), dtype=tl.float32) + tl.load(bias_ptr + b * C + c, mask=c_ok, other=0.0)[None, :]
+    acc = tl.zeros((BLOCK_T, BLOCK_C), dtype=tl.float32)
+    if HAS_BIAS:
+        acc += tl.load(bias_ptr + b * C + c, mask=c_ok, other=0.0)[None, :]
     for tap in tl.static_range(9):
         r, q = row + (tap // 3 - 1), col + (tap % 3 - 1)
         ok = t_ok & (r >= 0) & (r < H) & (q >= 0) & (q < W)
         nt = r * W + q
-        if HAS_MASK:
+        if MASK_MODE == 1:
             ok = ok & (tl.load(mask_ptr + b * N + nt, mask=ok, other=0) != 0)
         val = tl.load(v_ptr + b * svb + nt[:, None] * svn + c[None, :], mask=ok[:, None] & c_ok[None, :], other=0.0)
         w = tl.load(w_ptr + (b * C + c) * 9 + tap, mask=c_ok, other=0.0)
         acc += val.to(tl.float32) * w.to(tl.float32)[None, :]
+    if MASK_MODE == 2:
+        acc = tl.where((tl.load(mask_ptr + b * N + t, mask=t_ok, other=0) != 0)[:, None], acc, 0.0)
     tl.store(out_ptr + (b * N + t[:, None]) * C + c[None, :], acc.to(out_ptr.dtype.element_ty),
              mask=t_ok[:, None] & c_ok[None, :])
+
+
+@triton.jit
+def _depthwise3x3_weight_grad_kernel(g_ptr, v_ptr, mask_ptr, part_ptr, N, C, H, W, svb, svn, tokens_per_split,
+                                     SPLITS, HAS_MASK: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_C: tl.constexpr):
+    # part[b, split, c, tap] = sum over this split's tokens t of g[b, t, c] * v[b, t + tap, c] (taps 0-8, the
+    # forward's neighbour rule), and tap 9: sum of g[b, t, c] (the gradient of the bias).
+    b = tl.program_id(0)
+    c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    split = tl.program_id(2)
+    c_ok = c < C
+    taps = tl.arange(0, 16)
+    acc = tl.zeros((16, BLOCK_C), dtype=tl.float32)
+    start = split * tokens_per_split
+    for t0 in range(start, start + tokens_per_split, BLOCK_T):
+        t = t0 + tl.arange(0, BLOCK_T)
+        t_ok = t < N
+        row, col = t // W, t % W
+        g = tl.load(g_ptr + (b * N + t[:, None]) * C + c[None, :], mask=t_ok[:, None] & c_ok[None, :],
+                    other=0.0).to(tl.float32)
+        acc += tl.where(taps[:, None] == 9, tl.sum(g, axis=0)[None, :], 0.0)
+        for tap in tl.static_range(9):
+            r, q = row + (tap // 3 - 1), col + (tap % 3 - 1)
+            ok = t_ok & (r >= 0) & (r < H) & (q >= 0) & (q < W)
+            nt = r * W + q
+            if HAS_MASK:
+                ok = ok & (tl.load(mask_ptr + b * N + nt, mask=ok, other=0) != 0)
+            val = tl.load(v_ptr + b * svb + nt[:, None] * svn + c[None, :], mask=ok[:, None] & c_ok[None, :],
+                          other=0.0).to(tl.float32)
+            acc += tl.where(taps[:, None] == tap, tl.sum(g * val, axis=0)[None, :], 0.0)
+    out = part_ptr + ((b * SPLITS + split) * C + c[None, :]) * 10 + taps[:, None]
+    tl.store(out, acc, mask=(taps[:, None] < 10) & c_ok[None, :])
 
 
 @functools.cache
@@ -170,21 +210,22 @@ def _mask_bytes(mask, B, N):
 
 
 def kv_statistics(x, kv, mask, head_dims, kernel_func):
-    """Per-split partial sums (B * h, splits, d * d + 4 d), fp32, of ``x`` (B, N, C) and ``kv`` (B, N, 2C):
-    see the module docstring. ``mask`` (B, N, 1) or None."""
-    B, N, C = x.shape
-    D = head_dims
-    assert x.stride(-1) == 1 and kv.stride(-1) == 1 and kv.shape[-1] == 2 * C
+    """Per-split partial sums (B * h, splits, d * d + 4 d), fp32, of ``x`` (B, N, C; None: its sums are zero) and
+    ``kv`` (B, N, 2C, any row stride): see the module docstring. ``mask`` (B, N, 1) or None."""
+    B, N, C2 = kv.shape
+    C, D = C2 // 2, head_dims
+    assert kv.stride(-1) == 1 and (x is None or x.stride(-1) == 1 and x.shape == (B, N, C))
     block_n = 64
-    splits = max(1, min(triton.cdiv(N, block_n), _parallel_programs(x.device) // (B * (C // D))))
+    splits = max(1, min(triton.cdiv(N, block_n), _parallel_programs(kv.device) // (B * (C // D))))
     tokens_per_split = triton.cdiv(triton.cdiv(N, splits), block_n) * block_n
     splits = triton.cdiv(N, tokens_per_split)
-    part = torch.empty(B * (C // D), splits, D * D + 4 * D, device=x.device, dtype=torch.float32)
+    part = torch.empty(B * (C // D), splits, D * D + 4 * D, device=kv.device, dtype=torch.float32)
     mask_bytes = _mask_bytes(mask, B, N)
+    xs = kv if x is None else x
     _kv_statistics_kernel[(B * (C // D), splits)](
-        x, kv, x if mask_bytes is None else mask_bytes, part, N, C, x.stride(0), x.stride(1), kv.stride(0),
+        xs, kv, kv if mask_bytes is None else mask_bytes, part, N, C, xs.stride(0), xs.stride(1), kv.stride(0),
         kv.stride(1), tokens_per_split, splits, D=D, PHI=PHI_CODES[kernel_func], HAS_MASK=mask_bytes is not None,
-        BLOCK_N=block_n, IEEE=kv.dtype == torch.float32, num_warps=4)
+        HAS_X=x is not None, BLOCK_N=block_n, IEEE=kv.dtype == torch.float32, num_warps=4)
     return part
 
 
@@ -206,9 +247,11 @@ def finalize(part, C, head_dims, scale, b_q=None, residual=None):
     return m, bias, kernels
 
 
-def depthwise3x3(v, mask, weights, bias, hw_shape, out_dtype):
+def depthwise3x3(v, mask, weights, bias, hw_shape, out_dtype, mask_output=False):
     """The 3x3 residual (B, N, C) in ``out_dtype`` of the values ``v`` (B, N, C, any row stride) with
-    per-image kernels ``weights`` (B, C, 9) and ``bias`` (B, C); ``mask`` (B, N, 1) or None."""
+    per-image kernels ``weights`` (B, C, 9) and ``bias`` (B, C) or None; ``mask`` (B, N, 1) or None: only the
+    image's own neighbours count or, with ``mask_output``, every neighbour counts and the output is zero outside
+    the image (the transposed stencil of the backward, given flipped kernels)."""
     B, N, C = v.shape
     H, W = hw_shape
     assert v.stride(-1) == 1 and H * W == N
@@ -216,7 +259,29 @@ def depthwise3x3(v, mask, weights, bias, hw_shape, out_dtype):
     block_t, block_c = 64, min(64, triton.next_power_of_2(C))
     mask_bytes = _mask_bytes(mask, B, N)
     grid = (B, triton.cdiv(N, block_t), triton.cdiv(C, block_c))
-    _depthwise3x3_kernel[grid](v, v if mask_bytes is None else mask_bytes, weights.contiguous(), bias.contiguous(),
-                               out, N, C, H, W, v.stride(0), v.stride(1), HAS_MASK=mask_bytes is not None,
-                               BLOCK_T=block_t, BLOCK_C=block_c, num_warps=4)
+    mode = 0 if mask_bytes is None else 2 if mask_output else 1
+    _depthwise3x3_kernel[grid](v, v if mask_bytes is None else mask_bytes, weights.contiguous(),
+                               v if bias is None else bias.contiguous(), out, N, C, H, W, v.stride(0), v.stride(1),
+                               MASK_MODE=mode, HAS_BIAS=bias is not None, BLOCK_T=block_t, BLOCK_C=block_c,
+                               num_warps=4)
     return out
+
+
+def depthwise3x3_weight_grad(grad, v, mask, hw_shape):
+    """Gradients of :func:`depthwise3x3`'s ``weights`` (B, C, 9) and ``bias`` (B, C), fp32, from the output's
+    gradient ``grad`` (B, N, C) and the values ``v``; sums over tokens split across programs, then added."""
+    B, N, C = v.shape
+    H, W = hw_shape
+    grad = grad.contiguous()
+    block_t, block_c = 32, min(64, triton.next_power_of_2(C))
+    c_blocks = triton.cdiv(C, block_c)
+    splits = max(1, min(triton.cdiv(N, block_t), _parallel_programs(v.device) // (B * c_blocks)))
+    tokens_per_split = triton.cdiv(triton.cdiv(N, splits), block_t) * block_t
+    splits = triton.cdiv(N, tokens_per_split)
+    part = torch.empty(B, splits, C, 10, device=v.device, dtype=torch.float32)
+    mask_bytes = _mask_bytes(mask, B, N)
+    _depthwise3x3_weight_grad_kernel[(B, c_blocks, splits)](
+        grad, v, v if mask_bytes is None else mask_bytes, part, N, C, H, W, v.stride(0), v.stride(1),
+        tokens_per_split, splits, HAS_MASK=mask_bytes is not None, BLOCK_T=block_t, BLOCK_C=block_c, num_warps=4)
+    total = part.sum(1)                                                            # (B, C, 10)
+    return total[..., :9], total[..., 9]

@@ -14,6 +14,15 @@ from .inline_paths import layer_norm
 from .mixers import build_mixer
 
 
+@register_notrace_module   # a leaf of fx graphs (it branches on the device): a call_module node, as nn.LayerNorm
+class GemmLayerNorm(nn.LayerNorm):
+    """``nn.LayerNorm`` whose output feeds a GEMM (the blocks' ``norm1``/``norm2``, patch merging's ``norm``): on
+    the GPU inference path one Triton kernel that writes the GEMM's dtype (:func:`~.inline_paths.layer_norm`)."""
+
+    def forward(self, x):
+        return layer_norm(self, x)
+
+
 @register_notrace_module
 class PatchEmbed(nn.Module):
     """Non-overlapping ``patch_size`` x ``patch_size`` conv + LayerNorm; pads bottom/right to a multiple."""
@@ -43,7 +52,7 @@ class PatchMerging(nn.Module):
 
     def __init__(self, in_channels, out_channels):
         super().__init__()
-        self.norm = nn.LayerNorm(4 * in_channels)
+        self.norm = GemmLayerNorm(4 * in_channels)
         self.reduction = nn.Linear(4 * in_channels, out_channels, bias=False)
 
     def forward(self, x, tokens):
@@ -57,7 +66,7 @@ class PatchMerging(nn.Module):
         # The four neighbours in Swin's order (row offset fastest, then column offset) in one copy:
         # (B, H/2, 2[row], W/2, 2[col], C) -> (B, H/2, W/2, 2[col], 2[row], C).
         x = x.reshape(B, Hp // 2, 2, Wp // 2, 2, C).permute(0, 1, 3, 4, 2, 5).reshape(B, -1, 4 * C)
-        return self.reduction(layer_norm(self.norm, x)), tokens.downsampled((Hp // 2, Wp // 2), 2)
+        return self.reduction(self.norm(x)), tokens.downsampled((Hp // 2, Wp // 2), 2)
 
 
 class TransformerBlock(nn.Module):
@@ -74,15 +83,15 @@ class TransformerBlock(nn.Module):
                  drop_path_rate=0., with_cp=False, norm_eps=1e-5):
         super().__init__()
         self.with_cp = with_cp
-        self.norm1 = nn.LayerNorm(embed_dims, eps=norm_eps)
+        self.norm1 = GemmLayerNorm(embed_dims, eps=norm_eps)
         self.attn = build_mixer(mixer_cfg, embed_dims, num_heads, block_index)
         self.drop_path = DropPath(drop_path_rate) if drop_path_rate > 0 else nn.Identity()
-        self.norm2 = nn.LayerNorm(embed_dims, eps=norm_eps)
+        self.norm2 = GemmLayerNorm(embed_dims, eps=norm_eps)
         self.mlp = Mlp(embed_dims, int(embed_dims * mlp_ratio), drop=drop_rate)
 
     def _forward(self, x, tokens):
-        x = x + self.drop_path(self.attn(layer_norm(self.norm1, x), tokens))
-        return x + self.drop_path(self._mlp(layer_norm(self.norm2, x)))
+        x = x + self.drop_path(self.attn(self.norm1(x), tokens))
+        return x + self.drop_path(self._mlp(self.norm2(x)))
 
     def _mlp(self, x):
         """timm's ``Mlp`` (fc1, GELU, fc2), with the biases and GELU applied inside the GEMMs."""

@@ -45,6 +45,7 @@ from torch import nn
 
 from .fused_linear import linear
 from .graph_mode import exporting_or_tracing, may_branch_on_size
+from .inline_autograd import attend_gpu_train
 from .inline_paths import attend_gpu, select_path
 from .inline_reference import inline_attention_reference
 from .masks import from_windows, to_windows
@@ -135,6 +136,10 @@ class InLineAttention(nn.Module):
         b_q, b_k, b_v = (None,) * 3 if self.qkv.bias is None else self.qkv.bias.view(3, C).unbind(0)
         return w_q, b_q, w_k, b_k, w_v, b_v
 
+    def qkv_projection(self):
+        """Weight (3C, C) and bias of q, k and v as one projection: the released ``qkv``."""
+        return self.qkv.weight, self.qkv.bias
+
     def kv_projection(self):
         """Weight (2C, C) and bias of k and v as one projection (a view of the released ``qkv``)."""
         C = self.embed_dims
@@ -144,8 +149,11 @@ class InLineAttention(nn.Module):
         """The layer on the (B, N, C) tokens of one ``hw_shape`` map (or a batch of windows); ``mask``
         (B, N, 1), true or 1 on each image's own tokens, makes it padding-aware. The implementation is
         chosen by :func:`~.inline_paths.select_path`."""
-        path = select_path(x, self.head_dims)
+        trainable = self.kernel_func == 'identity' and self.local_residual
+        path = select_path(x, self.head_dims, differentiable=trainable)
         if path == 'triton':
+            if torch.is_grad_enabled() and trainable:
+                return attend_gpu_train(self, x, hw_shape, mask)
             return attend_gpu(self, x, hw_shape, mask)
         if path == 'reference':
             return inline_attention_reference(self, x, hw_shape, mask)

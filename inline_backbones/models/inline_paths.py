@@ -9,11 +9,15 @@ Three implementations of one function (:mod:`.inline_reference` states it):
   what training, ``torch.compile``, ``torch.export``/ONNX and FLOP counting run, on every device.
 * ``'triton'``: :func:`attend_gpu` and :func:`layer_norm`, the GPU inference path: one projection GEMM
   for k and v, three Triton kernels (:mod:`..kernels.inline_triton`), ``q M`` folded into ``proj``, and
-  LayerNorm written in the autocast dtype. The launches per layer do not depend on the batch size.
+  LayerNorm written in the autocast dtype; in training :func:`~.inline_autograd.attend_gpu_train`, the same
+  kernels with a written-out backward. The launches per layer do not depend on the batch size.
 
-:func:`select_path` picks ``'triton'`` for a CUDA tensor when nothing needs gradients, no graph is being
-captured, the dtype is fp32/bf16/fp16, Triton imports, and (attention) the head size is a power of two
-from 16 to 128; else ``'torch'``. :func:`force_path` overrides the choice (tests, debugging, benchmarks).
+:func:`select_path` picks ``'triton'`` for a CUDA tensor when no graph is being captured, the dtype is
+fp32/bf16/fp16, Triton imports, (attention) the head size is a power of two from 16 to 128, and either
+gradients are off or the layer has a written-out backward (:mod:`.inline_autograd`: InLine attention with the
+identity kernel and the local residual, the released models' layers; LayerNorm has none); else ``'torch'``.
+:func:`force_path` overrides the choice (tests, debugging, benchmarks), except that it never sends a layer
+without a backward down the Triton path while gradients are on.
 """
 import contextlib
 import functools
@@ -51,12 +55,14 @@ def triton_kernels():
     return inline_triton, layer_norm_triton
 
 
-def select_path(x, head_dims=None):
-    """The path for the input ``x`` (and, for attention, heads of ``head_dims`` channels): see the module
-    docstring."""
+def select_path(x, head_dims=None, differentiable=False):
+    """The path for the input ``x`` (and, for attention, heads of ``head_dims`` channels); ``differentiable``:
+    the caller's Triton path has a backward (InLine attention with the identity kernel and the local residual,
+    :mod:`.inline_autograd`), so it may take it with gradients enabled. See the module docstring."""
+    needs_backward = torch.is_grad_enabled() and not differentiable
     if _forced is not None:
-        return _forced
-    if (x.device.type != 'cuda' or torch.is_grad_enabled() or exporting_or_tracing()
+        return 'torch' if _forced == 'triton' and needs_backward else _forced
+    if (x.device.type != 'cuda' or needs_backward or exporting_or_tracing()
             or x.dtype not in (torch.float32, torch.bfloat16, torch.float16)):
         return 'torch'
     if head_dims is not None and head_dims not in (16, 32, 64, 128):
@@ -73,9 +79,9 @@ def compute_dtype(x):
 
 def layer_norm(norm, x):
     """``norm(x)`` for an ``nn.LayerNorm`` whose output feeds a linear layer: on the ``'triton'`` path one
-    kernel that writes the GEMMs' dtype (:mod:`..kernels.layer_norm_triton`), else the module itself."""
+    kernel that writes the GEMMs' dtype (:mod:`..kernels.layer_norm_triton`), else ``F.layer_norm``."""
     if select_path(x) != 'triton':
-        return norm(x)
+        return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
     return triton_kernels()[1].layer_norm(x, norm.weight, norm.bias, norm.eps, compute_dtype(x))
 
 

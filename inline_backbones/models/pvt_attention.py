@@ -50,6 +50,11 @@ class InLinePVTAttention(InLineAttention):
         b_k, b_v = (None, None) if self.kv.bias is None else self.kv.bias.view(2, C).unbind(0)
         return self.q.weight, self.q.bias, w_k, b_k, w_v, b_v
 
+    def qkv_projection(self):
+        """Weight (3C, C) and bias of q, k and v as one projection (``q`` and ``kv`` concatenated)."""
+        bias = None if self.q.bias is None else torch.cat([self.q.bias, self.kv.bias])
+        return torch.cat([self.q.weight, self.kv.weight]), bias
+
     def kv_projection(self):
         """Weight (2C, C) and bias of k and v as one projection: the released ``kv``."""
         return self.kv.weight, self.kv.bias
