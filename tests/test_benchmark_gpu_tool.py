@@ -44,3 +44,11 @@ def test_cuda_graphs_refuse_training(capsys):
     with pytest.raises(SystemExit):
         benchmark_gpu.main(['--device', 'cpu', '--cuda-graphs', '--train'])
     assert '--cuda-graphs captures plain-mode inference' in capsys.readouterr().err
+
+
+def test_from_json_prints_the_saved_table(tmp_path, capsys):
+    rows = benchmark_gpu.main(['--device', 'cpu', '--dtype', 'fp32', '--sizes', '64', '--batches', '1', '--rounds',
+                               '1', '--warmup', '0', '--models', 'inline-swin-t', '--out-dir', str(tmp_path)])
+    capsys.readouterr()
+    assert benchmark_gpu.main(['--from-json', str(tmp_path / 'results.json')]) == rows
+    assert capsys.readouterr().out.splitlines()[2:] == (tmp_path / 'results.md').read_text().splitlines()[2:]

@@ -68,7 +68,8 @@ def test_padding_aware_reference_is_the_image_alone():
     with torch.no_grad():
         out = inline_attention_reference(attn, x, (6, 7), mask).view(2, 6, 7, 32)[1, :4, :5]
         own = x.view(2, 6, 7, 32)[1:, :4, :5].reshape(1, 20, 32)
-        torch.testing.assert_close(out, naive_inline_attention(attn, own, (4, 5)).view(4, 5, 32), rtol=1e-10, atol=1e-10)
+        expected = naive_inline_attention(attn, own, (4, 5)).view(4, 5, 32)
+        torch.testing.assert_close(out, expected, rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize('path', ['torch', pytest.param('triton', marks=needs_triton)])
@@ -77,7 +78,8 @@ def test_fp32_paths_equal_the_reference(path, case):
     build, hw, regions = CASES[case]
     attn = build().eval()
     x = torch.randn(2, hw[0] * hw[1], 64)
-    torch.testing.assert_close(run(attn, x, hw, regions, path), reference_of(attn, x, hw, regions), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(run(attn, x, hw, regions, path), reference_of(attn, x, hw, regions),
+                               rtol=1e-4, atol=1e-4)
 
 
 @needs_triton
@@ -175,3 +177,25 @@ def test_triton_path_is_not_taken_for_training_without_a_backward():
         assert select_path(x, 32, differentiable=False) == 'torch'
     out.sum().backward()
     assert x.grad is not None and attn.qkv.weight.grad.abs().sum() > 0
+
+
+@needs_triton
+def test_a_kernel_that_cannot_be_built_falls_back_to_the_generic_path(monkeypatch, caplog):
+    """A GPU the kernels cannot be built for: the layer computes with the generic path, says so once in the log,
+    and later calls take the generic path directly."""
+    import triton
+
+    from inline_backbones.models import inline_paths
+
+    def broken(*args):
+        raise triton.compiler.errors.CompilationError('kernel.py', None, 'no tf32 dot on this GPU')
+
+    monkeypatch.setattr(inline_paths, '_failed', None)
+    attn = InLineAttention(64, 2).eval()
+    x = torch.randn(2, 42, 64)
+    with torch.no_grad(), force_path('triton'):
+        out = inline_paths.with_fallback(broken, lambda x, hw, mask: attn.attend_torch(x, hw, mask), x, (6, 7), None)
+    torch.testing.assert_close(out, run(attn, x, (6, 7), None, 'torch'))
+    assert 'could not be built on this GPU (CompilationError' in caplog.text
+    assert inline_paths._failed is not None
+    monkeypatch.setattr(inline_paths, '_failed', None)

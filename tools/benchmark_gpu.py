@@ -2,7 +2,8 @@
 
     python tools/benchmark_gpu.py [--sizes 448 1120 2240 6048] [--batches 1 8] [--dtype bf16]
         [--models inline-swin-t inline-swin-t@torch swin-t inline-pvt-t pvt-v2-b1]
-        [--padding-aware] [--train] [--compile | --cuda-graphs] [--profile TOP] [--rounds 10] [--warmup 3] [--out-dir outputs/benchmark_gpu]
+        [--padding-aware] [--train] [--compile | --cuda-graphs] [--profile TOP] [--rounds 10] [--warmup 3]
+        [--out-dir outputs/benchmark_gpu] [--from-json RESULTS]
 
 Runs where mmdet is not installed (only torch, timm and this package's core). The references are timm's:
 ``swin-t`` is ``swin_tiny_patch4_window7_224`` with ``img_size`` set to the input (features of the four
@@ -22,7 +23,8 @@ launches of one forward (the profiler's count; None on a CPU) and peak memory ab
 ``--compile``: ``torch.compile(model, dynamic=True)`` for every model (warm-up includes compilation).
 ``--cuda-graphs``: every model captured once and replayed (:class:`inline_backbones.serving.CUDAGraphBackbone`;
 plain mode, inference).
-Writes ``results.json`` and a Markdown table ``results.md`` to ``--out-dir``.
+Writes ``results.json`` and a Markdown table ``results.md`` to ``--out-dir``; ``--from-json FILE`` prints the
+table of a saved ``results.json`` (several runs' rows merged into one file print as one table).
 """
 import argparse
 import contextlib
@@ -225,7 +227,13 @@ def main(argv=None):
     parser.add_argument('--warmup', type=int, default=3)
     parser.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
     parser.add_argument('--out-dir', default='outputs/benchmark_gpu')
+    parser.add_argument('--from-json', metavar='RESULTS', help='print the Markdown table of a saved results.json')
     args = parser.parse_args(argv)
+    if args.from_json:
+        with open(args.from_json) as f:
+            saved = json.load(f)
+        print(f'{saved["meta"]["device"]}, torch {saved["meta"]["torch"]}\n\n' + markdown(saved['results']), end='')
+        return saved['results']
     if args.cuda_graphs and (args.train or args.padding_aware):
         parser.error('--cuda-graphs captures plain-mode inference: not with --train or --padding-aware')
     device = torch.device(args.device)

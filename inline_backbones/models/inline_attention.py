@@ -46,7 +46,7 @@ from torch import nn
 from .fused_linear import linear
 from .graph_mode import exporting_or_tracing, may_branch_on_size
 from .inline_autograd import attend_gpu_train
-from .inline_paths import attend_gpu, select_path
+from .inline_paths import attend_gpu, select_path, with_fallback
 from .inline_reference import inline_attention_reference
 from .masks import from_windows, to_windows
 
@@ -152,9 +152,8 @@ class InLineAttention(nn.Module):
         trainable = self.kernel_func == 'identity' and self.local_residual
         path = select_path(x, self.head_dims, differentiable=trainable)
         if path == 'triton':
-            if torch.is_grad_enabled() and trainable:
-                return attend_gpu_train(self, x, hw_shape, mask)
-            return attend_gpu(self, x, hw_shape, mask)
+            gpu = attend_gpu_train if torch.is_grad_enabled() and trainable else attend_gpu
+            return with_fallback(lambda *args: gpu(self, *args), self.attend_torch, x, hw_shape, mask)
         if path == 'reference':
             return inline_attention_reference(self, x, hw_shape, mask)
         return self.attend_torch(x, hw_shape, mask)

@@ -17,10 +17,13 @@ fp32/bf16/fp16, Triton imports, (attention) the head size is a power of two from
 gradients are off or the layer has a written-out backward (:mod:`.inline_autograd`: InLine attention with the
 identity kernel and the local residual, the released models' layers; LayerNorm has none); else ``'torch'``.
 :func:`force_path` overrides the choice (tests, debugging, benchmarks), except that it never sends a layer
-without a backward down the Triton path while gradients are on.
+without a backward down the Triton path while gradients are on. The kernels are built for NVIDIA GPUs from
+Ampere on (compute capability 8.0: bf16 and TF32 tensor cores); elsewhere, and for the rest of the process
+after a kernel fails to build on a GPU (logged as a warning), the generic path runs.
 """
 import contextlib
 import functools
+import logging
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +32,8 @@ from .graph_mode import exporting_or_tracing
 
 PATHS = ('reference', 'torch', 'triton')
 _forced = None
+_failed = None   # the error of a Triton kernel that could not be built on this GPU: the generic path from then on
+_logger = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
@@ -55,6 +60,35 @@ def triton_kernels():
     return inline_triton, layer_norm_triton
 
 
+@functools.cache
+def _triton_gpu(index):
+    """Whether the kernels are for this GPU: NVIDIA from Ampere on (bf16 and TF32 tensor cores); not ROCm."""
+    return torch.version.hip is None and torch.cuda.get_device_capability(index)[0] >= 8
+
+
+def _kernel_errors():
+    """What Triton raises when a kernel cannot be built for this GPU (compilation, ptxas, resources)."""
+    import triton.compiler.errors as compiler_errors
+    import triton.runtime.errors as runtime_errors
+
+    names = ('CompilationError', 'PTXASError', 'OutOfResources')
+    return tuple(getattr(module, name) for module in (compiler_errors, runtime_errors) for name in names
+                 if hasattr(module, name))
+
+
+def with_fallback(triton_fn, torch_fn, *args):
+    """``triton_fn(*args)``; if its kernels cannot be built on this GPU, log it once and return ``torch_fn(*args)``,
+    and take the generic path for the rest of the process."""
+    global _failed
+    try:
+        return triton_fn(*args)
+    except _kernel_errors() as err:
+        _failed = err
+        _logger.warning('InLine: a Triton kernel could not be built on this GPU (%s: %s); using the generic PyTorch '
+                        'path from now on', type(err).__name__, err)
+        return torch_fn(*args)
+
+
 def select_path(x, head_dims=None, differentiable=False):
     """The path for the input ``x`` (and, for attention, heads of ``head_dims`` channels); ``differentiable``:
     the caller's Triton path has a backward (InLine attention with the identity kernel and the local residual,
@@ -67,7 +101,10 @@ def select_path(x, head_dims=None, differentiable=False):
         return 'torch'
     if head_dims is not None and head_dims not in (16, 32, 64, 128):
         return 'torch'
-    return 'triton' if triton_kernels() is not None else 'torch'
+    if _failed is not None or triton_kernels() is None:
+        return 'torch'
+    return 'triton' if _triton_gpu(x.device.index if x.device.index is not None else torch.cuda.current_device()) \
+        else 'torch'
 
 
 def compute_dtype(x):
@@ -80,9 +117,13 @@ def compute_dtype(x):
 def layer_norm(norm, x):
     """``norm(x)`` for an ``nn.LayerNorm`` whose output feeds a linear layer: on the ``'triton'`` path one
     kernel that writes the GEMMs' dtype (:mod:`..kernels.layer_norm_triton`), else ``F.layer_norm``."""
-    if select_path(x) != 'triton':
+    def plain(x):
         return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
-    return triton_kernels()[1].layer_norm(x, norm.weight, norm.bias, norm.eps, compute_dtype(x))
+
+    if select_path(x) != 'triton':
+        return plain(x)
+    return with_fallback(lambda x: triton_kernels()[1].layer_norm(x, norm.weight, norm.bias, norm.eps,
+                                                                  compute_dtype(x)), plain, x)
 
 
 def block_diagonal(m):
