@@ -14,8 +14,8 @@ same run; ``NAME@reference`` the plain reference.
 
 For every (size, batch), the models run interleaved (one forward each per round), ``--rounds`` rounds after
 ``--warmup``, timed with CUDA events (``perf_counter`` and a sync on a CPU); the median is reported with the
-ratio to the first model whose name starts with ``swin`` (else the last model). Also per model: CUDA kernel
-launches of one forward (the profiler's count; None on a CPU) and peak memory above the inputs.
+ratio to the first reference model (a name not starting with ``inline``; else the first model). Also per
+model: CUDA kernel launches of one forward (the profiler's count; None on a CPU) and peak memory above the inputs.
 
 ``--padding-aware``: InLine models in padding-aware mode on a batch of images of ``batch`` different sizes
 (from the full size down to 60% of it, zero-padded), against the same models in plain mode on the same batch.
@@ -178,7 +178,7 @@ def benchmark(args, device):
             for _ in range(args.rounds):
                 for r in runners:
                     times[r.name].append(time_once(r, x, device))
-            reference = next((r.name for r in runners if r.name.startswith('swin')), runners[0].name)
+            reference = next((r.name for r in runners if not r.name.startswith('inline')), runners[0].name)
             ref_ms = statistics.median(times[reference])
             for r in runners:
                 med = statistics.median(times[r.name])
