@@ -118,6 +118,38 @@ def test_compiled_padding_aware_backbone_needs_the_regions_as_a_tensor():
         compiled(torch.randn(1, 3, 64, 64), image_shapes=[(64, 64)])
 
 
+@pytest.mark.slow
+def test_mmengine_compile_route_trains(tmp_path):
+    """``compile = dict(...)`` in a config: mmengine's Runner wraps the model's ``train_step`` in torch.compile,
+    which traces the InLine backbone (dynamo's eager backend here; inductor on a GPU) and trains."""
+    import torch._dynamo.utils
+    from mmengine.model import BaseModel
+    from mmengine.runner import Runner
+
+    class Model(BaseModel):
+        def __init__(self):
+            super().__init__()
+            self.backbone = small_backbone('tiny').train()
+            self.head = torch.nn.Linear(self.backbone.num_features[-1], 1)
+
+        def forward(self, inputs, labels, mode='tensor'):
+            out = self.head(self.backbone(torch.stack(inputs))[-1].mean((2, 3))).squeeze(-1)
+            return dict(loss=(out - torch.stack(labels)).square().mean()) if mode == 'loss' else out
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    dataset = [dict(inputs=torch.randn(3, 64, 64), labels=torch.tensor(1.0)) for _ in range(4)]
+    runner = Runner(model=Model(), work_dir=str(tmp_path), cfg=dict(compile=dict(backend='eager')),   # a config's key
+                    train_dataloader=dict(dataset=dataset, sampler=dict(type='DefaultSampler', shuffle=False),
+                                          batch_size=2, collate_fn=dict(type='pseudo_collate')),
+                    optim_wrapper=dict(optimizer=dict(type='SGD', lr=0.01)),
+                    train_cfg=dict(by_epoch=False, max_iters=2), default_hooks=dict(checkpoint=None),
+                    default_scope='mmengine')
+    runner.train()
+    assert runner.iter == 2 and hasattr(runner.model.train_step, '_torchdynamo_orig_callable')
+    assert torch._dynamo.utils.counters['stats']['unique_graphs'] > 0
+
+
 def test_core_imports_no_mmcv():
     """Building and running InLine-Swin-T (backbone, padding-aware) and timm's classifier loads no mmcv module."""
     code = '''
