@@ -94,6 +94,7 @@ class InLinePVT(StagedBackbone):
         self.arch = arch
         self.attn_type = attn_type
         self.padding_aware = bool(padding_aware)
+        self.in_channels = in_channels
         patch_sizes = [4] + [2] * (num_stages - 1)
         self.min_input_size = 4 * 2 ** (num_stages - 1)
 

@@ -91,6 +91,7 @@ class InLineSwinTransformer(StagedBackbone):
             raise ValueError(f'layout {attn_type!r} has plain linear attention blocks (letter L, an ablation), '
                              'which attend globally: inline_window_size must be None')
         self.padding_aware = bool(padding_aware)
+        self.in_channels = in_channels
         self.inline_window_size = inline_window_size
         self.patch_size = patch_size
         self.min_input_size = patch_size * 2 ** (num_stages - 1)

@@ -58,16 +58,43 @@ def iter_stages(model, x, image_shapes=None, stop=None):
     x, carried = split_regions(x)      # a plain tensor from here on (regions a batch carries: image_regions.py)
     if image_shapes is None:
         image_shapes = carried if model.padding_aware else None
-    regions = input_regions(x, image_shapes, model.min_input_size, model.padding_aware, type(model).__name__)
+    regions = input_regions(x, image_shapes, model.min_input_size, model.padding_aware, type(model).__name__,
+                            model.in_channels)
     x, tokens = model.stem(mask_pixels(x, regions), regions)
     for stage in model.layers[:None if stop is None else stop + 1]:
         out, out_tokens, x, tokens = stage(x, tokens)
         yield out, out_tokens
 
 
+# What the released models were trained on: RGB pixels in 0-255, normalised per channel (ImageNet's statistics).
+IMAGENET_MEAN, IMAGENET_STD = (123.675, 116.28, 103.53), (58.395, 57.12, 57.375)
+
+
+def check_images(x, name, in_channels):
+    """ValueError/TypeError, naming the fix, unless ``x`` is a float (B, ``in_channels``, H, W) tensor."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f'{name} takes images as a (B, C, H, W) float tensor, got {type(x).__name__}')
+    if x.dim() != 4:
+        hint = ': add the batch dimension with x.unsqueeze(0)' if x.dim() == 3 else ''
+        raise ValueError(f'{name} takes images as a (B, C, H, W) tensor, got a {x.dim()}-D tensor of shape '
+                         f'{tuple(x.shape)}{hint}')
+    if x.shape[1] != in_channels:
+        hint = (' (repeat a grey image to RGB with x.expand(-1, 3, -1, -1), or build the model with in_channels=1: '
+                'the released weights are RGB)' if x.shape[1] == 1 and in_channels == 3 else '')
+        raise ValueError(f'{name} was built for {in_channels}-channel images (in_channels={in_channels}), got '
+                         f'{x.shape[1]} channels in a tensor of shape {tuple(x.shape)}{hint}')
+    if not x.is_floating_point():
+        raise TypeError(f'{name} takes float images normalised as the released models were trained: '
+                        f'(pixel - mean) / std per RGB channel on 0-255 pixels, mean {IMAGENET_MEAN}, std '
+                        f'{IMAGENET_STD}; got {x.dtype}: convert with (x.float() - mean) / std (mmdet/mmseg\'s data '
+                        'preprocessor does this in a config)')
+
+
 @torch.fx.wrap
-def input_regions(x, image_shapes, min_input_size, padding_aware, name):
-    """Check the input's size; in padding-aware mode return each image's region (B, 2) on the host."""
+def input_regions(x, image_shapes, min_input_size, padding_aware, name, in_channels=3):
+    """Check the input (:func:`check_images`, its size); in padding-aware mode return each image's region (B, 2)
+    on the host."""
+    check_images(x, name, in_channels)
     H, W = x.shape[-2:]
     if min(H, W) < min_input_size:
         raise ValueError(f'input of {H}x{W} pixels is too small for {name}: each side must be at least '
