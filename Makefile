@@ -1,5 +1,5 @@
 # The two entry points of the README. Both create/refresh the environment first (tools/setup_env.sh;
-# the first run builds mmcv from source, about 10-15 minutes on 2 cores; later runs take seconds).
+# the first run builds the stack and mmcv from source, about 16-20 minutes on 2 cores; later runs take seconds).
 # VENV may be relative (to the directory make runs in, also with make -C) or absolute.
 VENV ?= .venv
 VENV_ABS := $(abspath $(VENV))

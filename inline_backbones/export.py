@@ -43,7 +43,7 @@ def size_dims(min_hw, max_hw):
     """``dynamic_shapes`` for one (B, C, H, W) input: H = 32 h and W = 32 w, each within [min, max] (pixels,
     multiples of :data:`STRIDE`)."""
     dims = []
-    for axis, lo, hi in zip('hw', min_hw, max_hw):
+    for axis, lo, hi in zip('hw', min_hw, max_hw, strict=True):
         if lo % STRIDE or hi % STRIDE or not STRIDE <= lo <= hi:
             raise ValueError(f'dynamic {"height" if axis == "h" else "width"} range [{lo}, {hi}] must be multiples '
                              f'of {STRIDE}, at least {STRIDE}')
@@ -118,7 +118,7 @@ def onnxruntime_session(path, threads=None):
 
 def run_onnx(session, *inputs):
     """The file's outputs on ``inputs`` (the images, then the regions if exported with them) as numpy arrays."""
-    return session.run(None, {i.name: x.numpy() for i, x in zip(session.get_inputs(), inputs)})
+    return session.run(None, {i.name: x.numpy() for i, x in zip(session.get_inputs(), inputs, strict=False)})
 
 
 def flat_outputs(outputs):
@@ -133,7 +133,7 @@ def relative_errors(outputs, references):
     if len(outputs) != len(references):
         raise ValueError(f'{len(outputs)} outputs against {len(references)} references')
     errors = []
-    for out, ref in zip(outputs, references):
+    for out, ref in zip(outputs, references, strict=True):
         if out.shape != ref.shape:
             raise ValueError(f'output of shape {out.shape} against a reference of shape {ref.shape}')
         errors.append(float(np.abs(out - ref).max() / np.abs(ref).max()))

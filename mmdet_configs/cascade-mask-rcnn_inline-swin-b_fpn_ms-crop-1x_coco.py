@@ -7,6 +7,7 @@ pretrained = 'https://cloud.tsinghua.edu.cn/f/bf23564bb64c420aafe1/?dl=1'
 model = dict(
     backbone=dict(
         arch='base',
-        drop_path_rate=0.3,  # no Swin 1x run of this size: the 3x value (README)
+        # no Swin 1x run of this size: the 3x value (docs/training.md#coco-detection-with-inline-swin-mmdet_configs)
+        drop_path_rate=0.3,
         init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
     neck=dict(in_channels=[128, 256, 512, 1024]))

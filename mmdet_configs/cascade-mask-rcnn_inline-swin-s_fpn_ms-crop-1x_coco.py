@@ -7,5 +7,6 @@ pretrained = 'https://cloud.tsinghua.edu.cn/f/e9657fd247c04c7cb1a1/?dl=1'
 model = dict(
     backbone=dict(
         arch='small',
-        drop_path_rate=0.2,  # no Swin 1x run of this size: the 3x value (README)
+        # no Swin 1x run of this size: the 3x value (docs/training.md#coco-detection-with-inline-swin-mmdet_configs)
+        drop_path_rate=0.2,
         init_cfg=dict(type='Pretrained', checkpoint=pretrained)))

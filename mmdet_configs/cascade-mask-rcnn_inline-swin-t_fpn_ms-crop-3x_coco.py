@@ -12,7 +12,8 @@ custom_imports = dict(imports=['inline_backbones', 'inline_backbones.det_preproc
 pretrained = 'https://cloud.tsinghua.edu.cn/f/32810869fcc34410966b/?dl=1'
 
 model = dict(
-    # Attaches each image's img_shape to the batch for the padding-aware backbone (see README).
+    # Attaches each image's img_shape to the batch for the padding-aware backbone
+    # (docs/padding_aware.md#how-the-backbone-learns-each-images-region).
     data_preprocessor=dict(type='inline_backbones.RegionDetDataPreprocessor'),
     backbone=dict(
         _delete_=True,

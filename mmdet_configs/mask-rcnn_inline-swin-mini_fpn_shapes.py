@@ -1,7 +1,7 @@
 # Embedded default: a small InLine-Swin Mask R-CNN trained from scratch on the generated "shapes" set
 # (tools/make_shapes_dataset.py, data/shapes/) in about ten minutes on a 2-core CPU, evaluated with
 # mmdet's CocoMetric. Also the template for fine-tuning on your own COCO-format data: change
-# data_root, metainfo and num_classes, and set backbone init_cfg / load_from (see README).
+# data_root, metainfo and num_classes, and set backbone init_cfg / load_from (docs/finetune.md#3-the-config).
 _base_ = 'mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py'
 
 custom_imports = dict(imports=['inline_backbones', 'inline_backbones.det_preprocessor'],
@@ -15,7 +15,8 @@ image_size = (256, 256)
 max_iters = 800
 
 model = dict(
-    # Attaches each image's img_shape to the batch for the padding-aware backbone (see README).
+    # Attaches each image's img_shape to the batch for the padding-aware backbone
+    # (docs/padding_aware.md#how-the-backbone-learns-each-images-region).
     data_preprocessor=dict(type='inline_backbones.RegionDetDataPreprocessor'),
     backbone=dict(
         _delete_=True,

@@ -1,5 +1,6 @@
-"""Attention analysis of an InLine-Swin backbone on images: negative weights, injectivity (against plain
-linear attention from the same q, k), locality and the 3x3 residual's share, per InLine layer and head.
+"""Attention analysis of an InLine-Swin backbone on images (InLine-Swin only: InLine-PVT is not supported):
+negative weights, injectivity (against plain linear attention from the same q, k), locality and the 3x3
+residual's share, per InLine layer and head. Without ``--checkpoint`` the weights are random (a notice says so).
 
     python tools/analyze_attention.py IMAGE [IMAGE ...] (--config CFG | --arch tiny) [--checkpoint CKPT
         [--prefix backbone.]] [--size H W] [--num-queries 256] [--num-pairs 256] [--seed 0] [--out-dir DIR]
@@ -8,10 +9,11 @@ Rows of the attention matrix are computed exactly for ``--num-queries`` sampled 
 chunks, never N x N); pairs are each sampled query with its nearest sampled neighbour plus
 ``--num-pairs`` random ones. The images are resized as the config's test pipeline does (``--size``
 overrides; with ``--arch`` the image keeps its size unless ``--size`` is given). Writes
-attention_stats.json/.csv, summary.png, pairs.png and query maps; see the README's "Attention analysis".
+attention_stats.json/.csv, summary.png, pairs.png and query maps; see docs/analysis.md#the-tool.
 """
 import argparse
 import os.path as osp
+import sys
 import time
 
 from inline_backbones.analysis.inputs import build_backbone, config_resize
@@ -51,6 +53,9 @@ def main():
     if args.num_queries < 2 or args.num_pairs < 0 or args.chunk < 1:
         parser.error('--num-queries must be >= 2, --num-pairs >= 0, --chunk >= 1')
 
+    if not args.checkpoint:
+        print('NOTE: no --checkpoint: analysing randomly initialised weights (the numbers describe an untrained '
+              'layer; give a released or trained checkpoint for a trained one)', file=sys.stderr)
     backbone, norm = build_backbone(args.config, args.arch, args.checkpoint, args.prefix,
                                     attn_type=args.attn_type, kernel_func=args.kernel_func)
     resize = config_resize(args.config) if args.config and not args.size else None

@@ -501,7 +501,7 @@ def plot(args, results, meta):
         panels.append(('peak_memory_mb', 1, 'peak memory of the forward (MB)'))
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
     axes = axes[0]
-    for ax, (key, scale, label) in zip(axes, panels):
+    for ax, (key, scale, label) in zip(axes, panels, strict=False):
         for name in args.models:
             for mode in args.dtype:
                 rows = sorted((r for r in results if r['model'] == name and r['dtype'] == mode and r.get(key, 0) > 0),

@@ -105,7 +105,7 @@ def main(argv=None):
     dynamic = None
     if args.dynamic:
         dynamic = (tuple(args.dynamic[:2]), tuple(args.dynamic[2:]))
-        if not all(lo <= s <= hi for lo, s, hi in zip(dynamic[0], args.shape, dynamic[1])):
+        if not all(lo <= s <= hi for lo, s, hi in zip(dynamic[0], args.shape, dynamic[1], strict=True)):
             parser.error(f'--shape {args.shape} lies outside the --dynamic range {dynamic}')
         if args.exporter != 'dynamo':
             parser.error('--dynamic needs --exporter dynamo (the TorchScript exporter exports one fixed size)')

@@ -64,7 +64,7 @@ def padding_table(args):
         for size in map(parse_size, args.padded):
             outs = run(model, padded(x, size), image_hw)
             rel = []
-            for a, b, s in zip(alone, outs, STRIDES):
+            for a, b, s in zip(alone, outs, STRIDES, strict=True):
                 h, w = math.ceil(image_hw[0] / s), math.ceil(image_hw[1] / s)
                 ref = a[..., :h, :w]
                 rel.append(((b[..., :h, :w] - ref).norm() / ref.norm()).item())

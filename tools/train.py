@@ -1,7 +1,8 @@
 """``python tools/train.py CONFIG [...]``: mmdet's or mmseg's own train tool, picked from the config.
 
 Same options as ``mim train mmdet|mmseg CONFIG``; for several GPUs or processes use torchrun, e.g.
-``torchrun --nproc_per_node=8 tools/train.py CONFIG --launcher pytorch`` (see README).
+``torchrun --nproc_per_node=8 tools/train.py CONFIG --launcher pytorch``
+(docs/training.md#commands-mim-torchrun-slurm-batch-size-and-learning-rate).
 """
 from _task_tools import run_task_tool
 

@@ -66,7 +66,7 @@ def plot_layer_summary(path, summary, title):
                                 ('linear', 'injectivity_linear.tv_median')], True),
     ]
     fig, axes = plt.subplots(2, 3, figsize=(11, 5.5))
-    for ax, (panel, series, log) in zip(axes.flat, panels):
+    for ax, (panel, series, log) in zip(axes.flat, panels, strict=False):
         for label, key in series:
             ax.plot(x, col(key), marker='o', label=label)
         if log:
@@ -86,7 +86,7 @@ def plot_pair_scatter(path, layers, title):
     cols = min(4, len(layers))
     rows = -(-len(layers) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(3 * cols, 2.6 * rows), squeeze=False)
-    for ax, (name, cosine, tv_inline, tv_linear) in zip(axes.flat, layers):
+    for ax, (name, cosine, tv_inline, tv_linear) in zip(axes.flat, layers, strict=False):
         ax.scatter(cosine, np.maximum(tv_linear, 1e-9), s=3, alpha=0.5, label='linear')
         ax.scatter(cosine, np.maximum(tv_inline, 1e-9), s=3, alpha=0.5, label='InLine')
         ax.axhline(1e-3, color='k', lw=0.5, ls='--')

@@ -59,7 +59,7 @@ def analyze_attention(backbone, image_paths, settings, out_dir, norm, size=None,
     title = f'{len(images)} image(s), {settings.num_queries} sampled queries, seed {settings.seed}'
     plots.plot_layer_summary(osp.join(out_dir, 'summary.png'), summary, title)
     plots.plot_pair_scatter(osp.join(out_dir, 'pairs.png'),
-                            [(name, *(torch.cat(parts).numpy() for parts in zip(*layer_pairs)))
+                            [(name, *(torch.cat(parts).numpy() for parts in zip(*layer_pairs, strict=True)))
                              for name, layer_pairs in pairs.items()], title)
     return data
 

@@ -122,7 +122,7 @@ def confusion(cosine, tv):
     """Share of distinct-query pairs with nearly identical rows, TV quantiles, and median TV per cosine bin."""
     distinct = cosine < DISTINCT_COSINE
     bins = []
-    for low, high in zip(COSINE_BINS[:-1], COSINE_BINS[1:]):
+    for low, high in zip(COSINE_BINS[:-1], COSINE_BINS[1:], strict=True):
         in_bin = (cosine >= low) & (cosine < high) if high < 1 else (cosine >= low)
         bins.append(dict(cosine=[low, high], pairs=int(in_bin.sum()),
                          median_tv=tv[in_bin].median().item() if in_bin.any() else None))

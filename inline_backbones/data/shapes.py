@@ -78,7 +78,7 @@ def render_image(rng, size=IMAGE_SIZE):
         labels.append(label)
     label_map = np.zeros((size, size), np.uint8)
     instances = []
-    for label, mask in zip(labels, masks):
+    for label, mask in zip(labels, masks, strict=True):
         if mask.sum() >= 64:
             instances.append((label, mask))
             label_map[mask > 0] = label + 1

@@ -167,7 +167,8 @@ class InLineSwinTransformer(StagedBackbone):
         relies on. Pixels and tokens outside each region are then excluded from everything the region's
         tokens see, and the outputs are zero outside each image's region (at every stage, the region
         is ``ceil(shape / stride)``). Without the mode, ``image_shapes`` must be None. Export (``torch.export``,
-        either ONNX exporter) of the mode raises NotImplementedError.
+        the default ONNX exporter) and ``torch.compile`` of the mode take ``image_shapes`` as a (B, 2) integer
+        tensor input (docs/deployment.md#what-exports-with-which-exporter).
         """
         outs = []
         for i, (out, tokens) in enumerate(iter_stages(self, x, image_shapes, stop=max(self.out_indices))):

@@ -33,7 +33,7 @@ def parse_attn_layout(layout, depths, letters=None):
     if digits and 'M' not in letters:
         raise ValueError(f'attn_type {layout!r} gives a block count {digits} but has no mixed (M) stage')
     layout_per_stage = []
-    for stage, (letter, depth) in enumerate(zip(letters, depths)):
+    for stage, (letter, depth) in enumerate(zip(letters, depths, strict=False)):
         if letter != 'M':
             layout_per_stage.append([letters_map[letter]] * depth)
             continue

@@ -33,7 +33,7 @@ the same in any padded batch. Where the authors' model rolls, padding-aware InLi
 differ from it: the authors' seam windows mix the image's bottom rows with its top rows, a grouping that
 would depend on the padded size.
 """
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import torch
 
@@ -95,7 +95,7 @@ class WindowPlan(NamedTuple):
     gather: torch.Tensor           # (B * nW * L,) rows of the (B * (N + 1), C) tokens; row N of each image = 0
     scatter: torch.Tensor          # (B * N,) rows of the (B * nW * L + 1, C) window outputs; last row = 0
     window_hw: tuple[int, int]
-    mask: Optional[torch.Tensor]   # (B * nW, L, 1) bool, True on the image's own tokens; None = all count
+    mask: torch.Tensor | None   # (B * nW, L, 1) bool, True on the image's own tokens; None = all count
 
 
 def window_plan(hw_shape, batch_size, window_size, shift, region_shapes=None, clip=True, device=None):

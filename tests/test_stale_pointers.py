@@ -1,0 +1,64 @@
+"""Pointers in code, configs and the Makefile to the docs stay true: every ``docs/PAGE.md#anchor`` named in a comment
+or docstring exists, nothing points to a README section (the README is a front page; its sections moved to docs/),
+and the declared Python version is one the suite runs on. Planted stale pointers are caught."""
+import re
+import sys
+from pathlib import Path
+
+import tomllib
+from test_docs_links import anchors
+
+ROOT = Path(__file__).resolve().parents[1]
+SCANNED = ['inline_backbones', 'tools', 'mmdet_configs', 'mmseg_configs', 'Makefile']
+DOCS_POINTER = re.compile(r'\bdocs/([\w/-]+\.md)(?:#([\w-]+))?')
+# "see README", "(README)", "the README's ..." about this repository's README (the authors' is LeapLabTHU/InLine's)
+README_POINTER = re.compile(r'(?<!InLine )(?:\bsee (?:the )?README\b|\(README\)|\bREADME(?:\'s)? (?:section|"))')
+
+
+def scanned_files(root):
+    for name in SCANNED:
+        path = root / name
+        yield from ([path] if path.is_file() else sorted(p for p in path.rglob('*') if p.suffix in ('.py', '.sh')))
+
+
+def stale_pointers(root):
+    problems = []
+    for path in scanned_files(root):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            where = f'{path.relative_to(root)}:{number}'
+            for page, anchor in DOCS_POINTER.findall(line):
+                target = root / 'docs' / page
+                if not target.is_file():
+                    problems.append(f'{where}: docs/{page} does not exist')
+                elif anchor and anchor not in anchors(target):
+                    problems.append(f'{where}: no heading with anchor #{anchor} in docs/{page}')
+            if README_POINTER.search(line):
+                problems.append(f'{where}: points to a README section; point to a docs/ page (and anchor) instead')
+    return problems
+
+
+def test_pointers_to_the_docs_exist():
+    assert sum(1 for _ in scanned_files(ROOT)) > 50     # the scan sees the tree
+    problems = stale_pointers(ROOT)
+    assert not problems, 'stale pointers:\n' + '\n'.join(problems)
+
+
+def test_planted_stale_pointers_are_found(tmp_path):
+    (tmp_path / 'docs').mkdir()
+    (tmp_path / 'docs' / 'page.md').write_text('# Page\n\n## A section\n')
+    (tmp_path / 'tools').mkdir()
+    (tmp_path / 'tools' / 'tool.py').write_text(
+        '"""See docs/page.md#a-section and docs/page.md."""\n'   # fine
+        '# details: docs/page.md#gone\n'                          # a heading that is not there
+        '# docs/missing.md\n'                                     # a page that is not there
+        'x = 1  # the 3x value (README)\n'                        # a README section
+        '"""as in the LeapLabTHU/InLine README"""\n')             # the authors' README: fine
+    problems = stale_pointers(tmp_path)
+    assert [p.split(': ', 1)[0] for p in problems] == ['tools/tool.py:2', 'tools/tool.py:3', 'tools/tool.py:4']
+
+
+def test_declared_python_is_one_the_suite_runs_on():
+    declared = tomllib.loads((ROOT / 'pyproject.toml').read_text())['project']['requires-python']
+    low = tuple(int(v) for v in re.fullmatch(r'>=\s*(\d+)\.(\d+)', declared).groups())
+    assert low >= (3, 10), f'requires-python {declared!r}: the tests need Python 3.10 (zip(strict=True))'
+    assert sys.version_info[:2] >= low
