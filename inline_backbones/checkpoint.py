@@ -33,6 +33,9 @@ import os
 import os.path as osp
 import pickle
 import re
+import shutil
+import urllib.error
+import urllib.request
 import uuid
 from collections import OrderedDict
 
@@ -128,7 +131,39 @@ def cache_path(url):
     return osp.join(torch.hub.get_dir(), 'checkpoints', f'{name or "checkpoint"}-{digest}.pth')
 
 
-def download_checkpoint(url, sha256=None):
+# Seconds a download may go without data (connecting, and between reads) before it stops with an error:
+# a firewall that drops packets would otherwise hang the first training step without a word.
+DOWNLOAD_TIMEOUT = float(os.environ.get('INLINE_DOWNLOAD_TIMEOUT', 60))
+CONFIG_HINT = '--cfg-options model.backbone.init_cfg.checkpoint=PATH'
+
+
+def _fetch(url, dest):
+    """``url`` into the file ``dest``, with :data:`DOWNLOAD_TIMEOUT` on the connection and on every read."""
+    request = urllib.request.Request(url, headers={'User-Agent': 'inline_backbones'})
+    with urllib.request.urlopen(request, timeout=DOWNLOAD_TIMEOUT) as response, open(dest, 'wb') as f:
+        shutil.copyfileobj(response, f, 1 << 20)
+
+
+def _download_error(url, err, local, hint):
+    """A ConnectionError saying what went wrong (a wrong link, refused access, a failing server, a stall, no
+    network) and where a copy fetched by hand is picked up."""
+    by_hand = f'fetch the file elsewhere and either put it at {local!r} or use its local path ({hint})'
+    if isinstance(err, urllib.error.HTTPError):
+        code = err.code
+        what = ('the link is wrong or the file was removed: check the URL' if code in (404, 410) else
+                'access is refused: the link may be private or expired' if code in (401, 403) else
+                'the server failed: try again later' if code >= 500 else 'the server refused the request')
+        return ConnectionError(f'cannot download checkpoint {url!r}: the server answered HTTP {code} '
+                               f'{err.reason}; {what}, or {by_hand}')
+    reason = getattr(err, 'reason', err)
+    if isinstance(reason, TimeoutError) or isinstance(err, TimeoutError):
+        return ConnectionError(f'cannot download checkpoint {url!r}: no data for {DOWNLOAD_TIMEOUT:g} s (a firewall '
+                               f'or proxy that drops the connection?); nothing was cached. Retry, allow more time '
+                               f'with INLINE_DOWNLOAD_TIMEOUT=SECONDS, or {by_hand}')
+    return ConnectionError(f'cannot download checkpoint {url!r}: {reason}. Without network access, {by_hand}')
+
+
+def download_checkpoint(url, sha256=None, hint=CONFIG_HINT):
     """The local copy of checkpoint ``url`` in torch's hub cache (:func:`cache_path`), downloaded if absent.
 
     A download goes to a temporary file next to the cache entry and is moved into place only once it
@@ -138,8 +173,10 @@ def download_checkpoint(url, sha256=None):
     already in the cache (downloaded earlier or put there by hand) is used as it is.
 
     Under a distributed launch the first process of each node downloads while the others wait at a
-    barrier, then they read the cached file. Offline, or with a wrong URL, raises ``ConnectionError``
-    naming the URL and the cache path where a copy fetched by hand is picked up.
+    barrier, then they read the cached file. A wrong link (HTTP 404), refused access (401/403), a failing
+    server (5xx), a stall longer than :data:`DOWNLOAD_TIMEOUT` and no network each raise a ``ConnectionError``
+    that says which, naming the URL and the cache path where a copy fetched by hand is picked up; ``hint``
+    says how to give a local path instead (a config option by default).
     """
     from mmengine.dist import barrier, get_local_rank
 
@@ -151,12 +188,9 @@ def download_checkpoint(url, sha256=None):
         partial = f'{local}.{uuid.uuid4().hex}.partial'
         try:
             try:
-                torch.hub.download_url_to_file(url, partial, progress=False)
-            except OSError as err:  # URLError, HTTPError, refused/timed-out connections are OSErrors
-                raise ConnectionError(
-                    f'cannot download checkpoint {url!r}: {err}. Without network access, fetch the file '
-                    f'elsewhere and either put it at {local!r} or set the checkpoint to its local path '
-                    f'(--cfg-options model.backbone.init_cfg.checkpoint=PATH)') from err
+                _fetch(url, partial)
+            except OSError as err:  # URLError, HTTPError, refused connections, timeouts are OSErrors
+                raise _download_error(url, err, local, hint) from None
             _check_download(url, partial, local, sha256)
             os.replace(partial, local)
         finally:
@@ -168,15 +202,19 @@ def download_checkpoint(url, sha256=None):
     return local
 
 
+def _sha256_of(path):
+    sha = hashlib.sha256()
+    with open(path, 'rb') as f:
+        for chunk in iter(lambda: f.read(1 << 20), b''):
+            sha.update(chunk)
+    return sha.hexdigest()
+
+
 def _download_problem(path, sha256):
     """Why the file at ``path`` is not the expected checkpoint (wrong ``sha256``, does not unpickle safely, holds
     no model state dict), or None."""
     if sha256 is not None:
-        sha = hashlib.sha256()
-        with open(path, 'rb') as f:
-            for chunk in iter(lambda: f.read(1 << 20), b''):
-                sha.update(chunk)
-        digest = sha.hexdigest()
+        digest = _sha256_of(path)
         if digest != sha256.lower():
             return f'its sha256 is {digest}, the config expects {sha256.lower()}'
     try:
@@ -219,12 +257,20 @@ def load_checkpoint_file(path, sha256=None):
     A URL is downloaded first (:func:`download_checkpoint`, which checks ``sha256`` if given).
     """
     path = str(path)
-    if path.startswith(URL_SCHEMES):
+    is_url = path.startswith(URL_SCHEMES)
+    if is_url:
         path = download_checkpoint(path, sha256)
     path = osp.expanduser(path)
     if not osp.isfile(path):
         raise FileNotFoundError(f'checkpoint file not found: {path!r} (set the path to a downloaded '
                                 f'checkpoint, e.g. a released inline_swin_t.pth, or to its URL)')
+    if sha256 is not None and not is_url:   # a local file is checked too (a download was checked on arrival)
+        if not re.fullmatch(r'[0-9a-fA-F]{64}', str(sha256)):
+            raise ValueError(f'sha256 {sha256!r} of checkpoint {path!r} is not a SHA-256 digest (64 hex digits)')
+        digest = _sha256_of(path)
+        if digest != sha256.lower():
+            raise ValueError(f'checkpoint {path!r} has sha256 {digest}, the config expects {sha256.lower()}: a '
+                             'different or damaged file')
     return _torch_load(path)
 
 

@@ -19,7 +19,7 @@ from timm.models import build_model_with_cfg
 from timm.models._features import feature_take_indices
 from torch import nn
 
-from .checkpoint import extract_state_dict, filter_state_dict, load_pretrained
+from .checkpoint import download_checkpoint, extract_state_dict, filter_state_dict, load_pretrained
 from .models.stages import iter_stages
 
 
@@ -125,12 +125,28 @@ def checkpoint_filter_fn(state_dict, model, source='state dict'):
     return filter_state_dict(model, extract_state_dict(state_dict), source)
 
 
+TIMM_HINT = "timm.create_model(..., pretrained=True, pretrained_cfg_overlay=dict(file=PATH))"
+
+
 def create_classifier(cls, variant, pretrained, pretrained_cfg_overlay, kwargs):
     """timm's ``build_model_with_cfg`` for our classifiers: features through ``forward_intermediates``, and a
     file (or url) the user names loads with our loader (timm resets ``custom_load`` when an overlay names a
-    weight source, unless the overlay sets it explicitly)."""
+    weight source, unless the overlay sets it explicitly).
+
+    ``pretrained=True`` with a ``url`` (the released link by default) downloads it as the mmengine route does
+    (:func:`~inline_backbones.checkpoint.download_checkpoint`: torch's hub cache, a file named by the link's
+    hash, kept only if it loads safely as a checkpoint, a timeout, errors that say what to do) and hands timm the
+    local file."""
+    from timm.models._builder import resolve_pretrained_cfg
+
     out_indices = kwargs.pop('out_indices', tuple(range(len(kwargs['depths']))))
     pretrained_cfg_overlay = {'custom_load': True, **(pretrained_cfg_overlay or {})}
+    if pretrained:
+        cfg = resolve_pretrained_cfg(variant, pretrained_cfg=kwargs.get('pretrained_cfg'),
+                                     pretrained_cfg_overlay=pretrained_cfg_overlay)
+        url = cfg.url[0] if isinstance(cfg.url, (tuple, list)) else cfg.url
+        if url and not cfg.file and not cfg.state_dict and not cfg.hf_hub_id:
+            pretrained_cfg_overlay['file'] = download_checkpoint(url, hint=TIMM_HINT)
     return build_model_with_cfg(
         cls, variant, pretrained, pretrained_cfg_overlay=pretrained_cfg_overlay,
         pretrained_filter_fn=checkpoint_filter_fn, feature_cfg=dict(feature_cls='getter', out_indices=out_indices),

@@ -8,8 +8,10 @@ of the last stage, ``logits = head(mean_N(norm(t)))`` (LayerNorm ``norm``, avera
 ``norm.*``, ``head.*``) except the buffers ``relative_position_index`` and ``attn_mask``, which the model rebuilds
 (:data:`~inline_backbones.models.swin_checkpoint.RELEASED_BUFFERS`).
 
-Released files load through timm, as released::
+Released files load through timm: ``pretrained=True`` downloads the authors' file once (torch's hub cache,
+verified; offline, the error says where to put a copy), or name a local copy::
 
+    timm.create_model('inline_swin_tiny', pretrained=True)
     timm.create_model('inline_swin_tiny', pretrained=True, pretrained_cfg_overlay=dict(file='inline_swin_t.pth'))
 
 timm hands the file to :meth:`InLineSwinClassifier.load_pretrained` (``custom_load`` in the pretrained
@@ -24,6 +26,7 @@ from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import generate_default_cfgs, register_model
 
 from .models import InLineSwinTransformer
+from .released import SWIN_ARCH_CHECKPOINTS
 from .timm_classifier import ClassifierMixin, check_global_pool, checkpoint_filter_fn, create_classifier, to_nhwc
 
 __all__ = ['InLineSwinClassifier', 'checkpoint_filter_fn', 'to_nhwc']
@@ -78,9 +81,9 @@ def _cfg(**kwargs):
 
 
 default_cfgs = generate_default_cfgs({
-    'inline_swin_tiny.in1k': _cfg(),
-    'inline_swin_small.in1k': _cfg(),
-    'inline_swin_base.in1k': _cfg(),
+    'inline_swin_tiny.in1k': _cfg(url=SWIN_ARCH_CHECKPOINTS['tiny']),
+    'inline_swin_small.in1k': _cfg(url=SWIN_ARCH_CHECKPOINTS['small']),
+    'inline_swin_base.in1k': _cfg(url=SWIN_ARCH_CHECKPOINTS['base']),
 })
 
 

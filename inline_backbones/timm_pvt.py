@@ -12,7 +12,8 @@ released::
 timm hands the file to :meth:`InLinePVTClassifier.load_pretrained` (``custom_load``): the package's safe
 loader (``weights_only=True``, yacs not needed), strict (anything missing, unexpected or mis-shaped raises
 :class:`~inline_backbones.checkpoint.CheckpointMismatchError` naming the keys). ``pretrained=True`` alone
-downloads the released file (``url`` of the pretrained cfg) into timm's cache first.
+downloads the released file (``url`` of the pretrained cfg) into torch's hub cache first (the package's verified
+download, :func:`~inline_backbones.timm_classifier.create_classifier`).
 """
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import generate_default_cfgs, register_model
@@ -58,7 +59,7 @@ class InLinePVTClassifier(ClassifierMixin, InLinePVT):
 def _cfg(arch, **kwargs):
     """The authors' evaluation: squash-resize to 256x256 (bicubic), centre crop 224, ImageNet mean/std."""
     return {
-        'url': (PVT_ARCH_CHECKPOINTS[arch], f'inline_pvt_{arch[0]}.pth'), 'num_classes': 1000,
+        'url': PVT_ARCH_CHECKPOINTS[arch], 'num_classes': 1000,
         'input_size': (3, 224, 224), 'pool_size': (7, 7), 'crop_pct': 224 / 256, 'crop_mode': 'squash',
         'interpolation': 'bicubic', 'fixed_input_size': False, 'mean': IMAGENET_DEFAULT_MEAN,
         'std': IMAGENET_DEFAULT_STD, 'first_conv': 'layers.0.embed.proj', 'classifier': 'head',

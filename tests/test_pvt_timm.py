@@ -45,7 +45,7 @@ def test_pretrained_cfg_is_the_authors_evaluation():
     for arch in VARIANTS:
         model = timm.create_model(f'inline_pvt_{arch}', pretrained=False, **pf.mini_arch('IIII'))
         cfg = model.pretrained_cfg
-        assert cfg['url'][0] == PVT_ARCH_CHECKPOINTS[arch] and cfg['pool_size'] == (7, 7)
+        assert cfg['url'] == PVT_ARCH_CHECKPOINTS[arch] and cfg['pool_size'] == (7, 7)
         assert cfg['first_conv'] == 'layers.0.embed.proj' and cfg['classifier'] == 'head'
     data = timm.data.resolve_data_config(model=model)
     assert data['input_size'] == (3, 224, 224) and data['interpolation'] == 'bicubic'

@@ -179,8 +179,20 @@ def test_detector_checkpoint_without_prefix_fails_by_name(tmp_path):
 def test_missing_file_and_missing_source_fail():
     with pytest.raises(FileNotFoundError, match='no_such.pth'):
         released_classifier('IIIS', path='no_such.pth')
-    with pytest.raises(RuntimeError, match='No pretrained weights'):
-        timm.create_model('inline_swin_tiny', pretrained=True, **rf.mini_arch('IIIS'), attn_type='IIIS')
+    offline = 'http://127.0.0.1:9/f/0000/?dl=1'    # discard port: refused, as offline
+    with pytest.raises(ConnectionError) as err:
+        timm.create_model('inline_swin_tiny', pretrained=True, pretrained_cfg_overlay=dict(url=offline),
+                          **rf.mini_arch('IIIS'), attn_type='IIIS')
+    message = str(err.value)
+    assert offline in message and 'pretrained_cfg_overlay=dict(file=PATH)' in message and '--cfg-options' not in message
+
+
+def test_pretrained_cfgs_name_the_released_links():
+    """pretrained=True has a source for every variant: the authors' link (downloaded by the package's loader)."""
+    from inline_backbones.released import SWIN_ARCH_CHECKPOINTS
+
+    for arch, name in VARIANTS.items():
+        assert timm.models.get_pretrained_cfg(name).url == SWIN_ARCH_CHECKPOINTS[arch]
 
 
 @pytest.fixture(scope='module')

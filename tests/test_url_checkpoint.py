@@ -241,3 +241,62 @@ def test_missing_file_on_a_server_is_a_clear_error(serve, hub_dir):
     with pytest.raises(ConnectionError, match='404'):
         load_through_init_cfg(share(base, 'not_there'))
     assert cached(hub_dir) == []
+
+
+@pytest.mark.parametrize('status, says', [(403, 'HTTP 403 Forbidden; access is refused'),
+                                          (404, 'HTTP 404 Not Found; the link is wrong or the file was removed'),
+                                          (503, 'HTTP 503 Service Unavailable; the server failed: try again later')])
+def test_http_errors_say_what_went_wrong(serve, hub_dir, status, says):
+    base, _ = serve({'/f/hhhh8888/?dl=1': [(status, b'<!DOCTYPE html><html>no</html>')]})
+    url = share(base, 'hhhh8888')
+    with pytest.raises(ConnectionError) as err:
+        load_through_init_cfg(url)
+    message = str(err.value)
+    assert says in message and url in message and cache_path(url) in message
+    assert 'Without network access' not in message                 # a wrong link is not an offline machine
+    assert cached(hub_dir) == []
+
+
+def test_a_stalled_download_times_out_with_the_link(hub_dir, monkeypatch):
+    """A server that accepts the connection and never answers (as behind a firewall that drops packets)."""
+    from inline_backbones import checkpoint
+
+    monkeypatch.setattr(checkpoint, 'DOWNLOAD_TIMEOUT', 0.5)
+    silent = socket.socket()
+    silent.bind(('127.0.0.1', 0))
+    silent.listen(1)                                # connections queue; nothing is ever sent
+    url = f'http://127.0.0.1:{silent.getsockname()[1]}/f/iiii9999/?dl=1'
+    try:
+        start = time.monotonic()
+        with pytest.raises(ConnectionError, match=r'no data for 0.5 s .*INLINE_DOWNLOAD_TIMEOUT') as err:
+            load_through_init_cfg(url)
+        assert time.monotonic() - start < 10 and url in str(err.value)
+    finally:
+        silent.close()
+    assert cached(hub_dir) == []
+
+
+def test_sha256_of_a_local_file_is_checked(tmp_path):
+    body, trunk = released_like(5)
+    (tmp_path / 'ckpt.pth').write_bytes(body)
+    with pytest.raises(ValueError, match=f'has sha256 {hashlib.sha256(body).hexdigest()}, the config expects'):
+        load_through_init_cfg(str(tmp_path / 'ckpt.pth'), sha256='1' * 64)
+    assert_loaded(load_through_init_cfg(str(tmp_path / 'ckpt.pth'), sha256=hashlib.sha256(body).hexdigest()), trunk)
+
+
+def test_timm_pretrained_true_downloads_verified_into_the_hub_cache(serve, hub_dir):
+    """timm's pretrained=True takes the package's download (hash-named file in torch's hub cache, kept only if it
+    loads safely) and loads the released-format file strictly."""
+    import timm
+    from released_fixtures import mini_arch
+
+    torch.manual_seed(6)
+    source = timm.create_model('inline_swin_tiny', **mini_arch('IIIS'), attn_type='IIIS')
+    state = {k: v for k, v in source.state_dict().items() if not k.endswith('relative_position_index')}
+    base, log = serve({'/f/jjjj0000/?dl=1': [(200, checkpoint_bytes({'model': state}))]})
+    url = share(base, 'jjjj0000')
+    for _ in range(2):                              # the second one reads the cache
+        model = timm.create_model('inline_swin_tiny', pretrained=True, pretrained_cfg_overlay=dict(url=url),
+                                  **mini_arch('IIIS'), attn_type='IIIS')
+        assert_loaded(model, state)
+    assert log == ['/f/jjjj0000/?dl=1'] and cached(hub_dir) == [os.path.basename(cache_path(url))]
