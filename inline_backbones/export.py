@@ -51,6 +51,24 @@ def size_dims(min_hw, max_hw):
     return ({2: dims[0], 3: dims[1]},)
 
 
+def shift_rule_crossings(model, min_hw, max_hw):
+    """Where Swin's small-map rule (a shifted block shifts only when both sides of its map exceed the window)
+    decides differently at the two corners of a dynamic H x W range: ``[(stage, window, stride), ...]`` over the
+    InLine-Swin trunks in ``model``. An exported graph keeps the choice made at the example's size."""
+    crossings = []
+    for trunk in (m for m in model.modules() if hasattr(m, 'layers') and hasattr(m, 'patch_size')):
+        stride = trunk.patch_size
+        for i, stage in enumerate(trunk.layers):
+            windows = {block.attn.window_size for block in getattr(stage, 'blocks', ())
+                       if getattr(block.attn, 'shift', False) and getattr(block.attn, 'window_size', None)}
+            for ws in sorted(windows):
+                shifted = [min(-(-h // stride), -(-w // stride)) > ws for h, w in (min_hw, max_hw)]
+                if shifted[0] != shifted[1]:
+                    crossings.append((i, ws, stride))
+            stride *= 2
+    return crossings
+
+
 def export_onnx(model, x, path, exporter='dynamo', dynamic=None, image_shapes=None):
     """Write ``model`` (eval mode) on the example input ``x`` to the ONNX file ``path`` through
     ``exporter``; ``dynamic=((min_h, min_w), (max_h, max_w))`` makes H and W symbolic (dynamo only).
@@ -63,6 +81,15 @@ def export_onnx(model, x, path, exporter='dynamo', dynamic=None, image_shapes=No
         raise NotImplementedError(
             'InLine attention in windows (inline_window_size) exports at a fixed size only: with dynamic sizes '
             'the window count is symbolic, and ONNX convolutions need a constant group count')
+    crossings = [] if dynamic is None else shift_rule_crossings(model, *dynamic)
+    if crossings:
+        stage, ws, stride = crossings[0]
+        raise ValueError(
+            f'the dynamic range {dynamic[0][0]}x{dynamic[0][1]} .. {dynamic[1][0]}x{dynamic[1][1]} crosses Swin\'s '
+            f'small-map rule at stage {stage + 1} (windows of {ws}, stride {stride}): maps of {ws} tokens or fewer on '
+            f'the shorter side are not shifted, larger ones are, and the exported graph would keep the choice made '
+            f'at the example\'s size (silently wrong on the other side). Export one file per side: shorter input '
+            f'side at most {ws * stride} px, or at least {ws * stride + STRIDE} px')
     if exporter == 'torchscript' and dynamic is not None:
         raise ValueError("the TorchScript exporter exports one fixed size here (it traces at the example's "
                              "size and cannot export InLine's dynamic depthwise convolution with dynamic axes): "

@@ -176,11 +176,26 @@ def test_padding_aware_backbone_exports_with_the_regions_as_an_input(exporter, o
 
 @pytest.mark.slow
 def test_a_range_crossing_a_window_shift_is_refused(onnx_stack, tmp_path):
-    """Stage 3's two softmax blocks shift only on maps larger than the window (3): at heights of 128 and
-    more (maps of 4 rows), so a range from 64 to 256 would need two graphs."""
-    with pytest.raises(ValueError, match='crosses a choice'):
+    """Stage 4's softmax blocks shift only on maps larger than the window (3): from 128 pixels a side on (maps of
+    4 tokens), so a range from 64 to 256 would need two graphs."""
+    with pytest.raises(ValueError, match="crosses Swin's small-map rule at stage 4"):   # refused before exporting
         export_onnx(mixer_backbone('IISS'), torch.randn(1, 3, *SIZE), tmp_path / 'model.onnx', 'dynamo',
                     dynamic=(SIZE, (256, 256)))
+    assert not (tmp_path / 'model.onnx').exists()
+
+
+def test_a_dynamic_range_across_swins_small_map_rule_is_refused(tmp_path):
+    """Stage 4's windows of 3 shift on maps larger than 3x3 (inputs of 128 px a side and more) and not below: one
+    graph cannot serve both, so the export stops before exporting and says where the boundary is; a range on
+    one side exports (test_dynamo_export_with_dynamic_size_equals_eager checks its ends in onnxruntime)."""
+    from inline_backbones.export import shift_rule_crossings
+
+    model = mixer_backbone('IIIS')
+    assert shift_rule_crossings(model, *DYNAMIC) == []
+    assert shift_rule_crossings(model, (64, 96), (160, 160)) == [(3, 3, 32)]
+    with pytest.raises(ValueError, match=r"crosses Swin's small-map rule at stage 4 \(windows of 3, stride 32\).*"
+                                         r'at most 96 px, or at least 128 px'):
+        export_onnx(model, torch.randn(1, 3, *SIZE), tmp_path / 'model.onnx', 'dynamo', dynamic=((64, 96), (160, 160)))
     assert not (tmp_path / 'model.onnx').exists()
 
 
@@ -195,9 +210,9 @@ def test_torchscript_exporter_refuses_dynamic_sizes(onnx_stack, tmp_path):
 
 @pytest.mark.slow
 def test_export_tool_end_to_end(onnx_stack, tmp_path):
-    """tools/export_onnx.py on the small Mask R-CNN config (padding-aware mode off: extract_feat has no regions
-    input, and the backbone refuses without them, tested above): exports backbone + neck with dynamic sizes
-    and prints the errors at both sizes and both latencies."""
+    """tools/export_onnx.py on the small (padding-aware) Mask R-CNN config, as docs/deployment.md runs it: turns
+    padding-aware mode off with a notice (extract_feat has one input), exports backbone + neck with dynamic sizes
+    and prints the errors at both sizes and both latencies; a bad --shape gets a one-line error, no traceback."""
     import re
     import subprocess
     import sys
@@ -206,11 +221,14 @@ def test_export_tool_end_to_end(onnx_stack, tmp_path):
     command = [sys.executable, osp.join(ROOT, 'tools', 'export_onnx.py'), config, '--shape', '64', '96',
                '--dynamic', '64', '96', '96', '128', '--repeats', '1', '--out', str(tmp_path / 'det.onnx')]
     env = {**os.environ, 'PYTHONWARNINGS': 'ignore'}
-    done = subprocess.run(command + ['--cfg-options', 'model.backbone.padding_aware=False'], capture_output=True,
-                          text=True, timeout=600, env=env)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    assert 'note: padding-aware mode turned off for the export' in done.stdout
     errors = re.findall(r'(\d+)x(\d+): max relative error ([\d.e+-]+) over 5 outputs', done.stdout)
     assert [hw for *hw, _ in errors] == [['64', '96'], ['96', '128']], done.stdout
     assert all(float(e) < TOL for *_, e in errors), done.stdout
     assert re.search(r'onnxruntime [\d.]+ ms, eager [\d.]+ ms', done.stdout), done.stdout
     assert (tmp_path / 'det.onnx').is_file()
+    small = subprocess.run(command[:3] + ['--shape', '16', '16'], capture_output=True, text=True, timeout=600, env=env)
+    assert small.returncode == 2 and 'Traceback' not in small.stderr
+    assert 'error: --shape 16 16: input of 16x16 pixels is too small' in small.stderr.splitlines()[-1]

@@ -60,6 +60,12 @@ def build_model(name, checkpoint=None, cfg_options=None, backbone_only=False):
         register_all_modules(init_default_scope=False)
         init_default_scope(task)
         cfg.model.backbone.init_cfg = None
+        if cfg.model.backbone.get('padding_aware'):
+            # The exported graph takes one tensor; a single image that fills the input has nothing to mask, so
+            # the mode changes nothing there (a padded batch needs the regions input: docs/deployment.md).
+            print('note: padding-aware mode turned off for the export (model.backbone.padding_aware=False): '
+                  'the file takes images that fill their input', flush=True)
+            cfg.model.backbone.padding_aware = False
         model = MODELS.build(cfg.model)
         if checkpoint:
             load_checkpoint(model, checkpoint, map_location='cpu', strict=True)
@@ -114,11 +120,19 @@ def main(argv=None):
     model, what = build_model(args.model, args.checkpoint, args.cfg_options, args.backbone_only)
     torch.manual_seed(0)
     x = torch.randn(1, 3, *args.shape)
+    try:   # the model's own input checks (size, channels) in one line, before any exporter runs
+        with torch.no_grad():
+            model(x)
+    except (ValueError, TypeError) as err:
+        parser.error(f'--shape {args.shape[0]} {args.shape[1]}: {err}')
     size = 'H, W dynamic within {}x{} .. {}x{}'.format(*dynamic[0], *dynamic[1]) if dynamic else 'fixed size'
     print(f'exporting {what} at {args.shape[0]}x{args.shape[1]} ({size}) with the {args.exporter} exporter, '
           f'opset {OPSET}, to {out}', flush=True)
     start = time.perf_counter()
-    export_onnx(model, x, out, args.exporter, dynamic=dynamic)
+    try:
+        export_onnx(model, x, out, args.exporter, dynamic=dynamic)
+    except (ValueError, NotImplementedError) as err:   # refused before exporting: say why in one line
+        parser.error(str(err))
     print(f'exported in {time.perf_counter() - start:.1f} s', flush=True)
 
     session = onnxruntime_session(out, threads=torch.get_num_threads())
