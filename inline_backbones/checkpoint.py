@@ -89,6 +89,22 @@ def allow_mmengine_checkpoints():
     ])
 
 
+def route_mmengine_local_loads():
+    """mmengine reads local checkpoints (``load_from``, ``--resume``, ``mim test``, ``load_checkpoint``) with a
+    bare ``torch.load``, whose error on a damaged or unsafe file advises turning ``weights_only`` off. Register
+    the package's loader as mmengine's local-file scheme (:class:`mmengine.runner.CheckpointLoader`), so those
+    reads are the same safe load with the package's errors: the file named, no unsafe advice."""
+    from mmengine.runner import CheckpointLoader
+
+    def load_from_local(filename, map_location):
+        filename = osp.expanduser(filename)
+        if not osp.isfile(filename):
+            raise FileNotFoundError(f'checkpoint file not found: {filename!r}')
+        return _torch_load(filename, map_location)
+
+    CheckpointLoader.register_scheme(prefixes='', force=True)(load_from_local)
+
+
 URL_SCHEMES = ('http://', 'https://', 'file://')
 
 
@@ -240,12 +256,12 @@ def _check_download(url, path, local, sha256):
         f'file rather than a web page) or fetch the file by hand and put it at {local!r}')
 
 
-def _torch_load(path):
+def _torch_load(path, map_location='cpu'):
     """``torch.load(path, weights_only=True)`` with the released checkpoints' yacs config allowed; errors name
     the file and never suggest turning the protection off (torch's own error is not chained: it does)."""
     with torch.serialization.safe_globals([(ReleasedConfig, 'yacs.config.CfgNode')]):
         try:
-            return torch.load(path, map_location='cpu', weights_only=True)
+            return torch.load(path, map_location=map_location, weights_only=True)
         except Exception as err:  # noqa: BLE001 - re-raised with the file named
             raise RuntimeError(f'cannot load checkpoint {path!r} safely (weights_only=True): {type(err).__name__}: '
                                f'{_safe_reason(err)} ({_SAFE_ADVICE})') from None

@@ -373,3 +373,25 @@ def test_mmengine_runner_checkpoints_load_safely(tmp_path):
                      experiment_name='second', resume=True, load_from=str(ckpt_path))
     resumed.train()
     assert resumed.epoch == 2 and resumed.iter == 8
+
+
+def test_mmengine_local_loads_give_the_packages_errors(tmp_path):
+    """``load_from``, ``--resume``, ``mim test`` and tools read checkpoints through mmengine's CheckpointLoader: a
+    damaged or unsafe file gets the package's error (file named, safe loading kept), never torch's advice to turn
+    ``weights_only`` off; a good file loads."""
+    import traceback
+
+    from mmengine.runner import load_checkpoint
+
+    model = nn.Linear(2, 1)
+    (tmp_path / 'damaged.pth').write_bytes(b'not a checkpoint')
+    refused = r"cannot load checkpoint .*damaged.pth' safely \(weights_only=True\)"
+    with pytest.raises(RuntimeError, match=refused) as err:
+        load_checkpoint(model, str(tmp_path / 'damaged.pth'), map_location='cpu')
+    text = ''.join(traceback.format_exception(err.type, err.value, err.tb))
+    assert 'weights_only=False' not in text and 'TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD' not in text
+    with pytest.raises(FileNotFoundError, match='checkpoint file not found'):
+        load_checkpoint(model, str(tmp_path / 'missing.pth'))
+    torch.save({'state_dict': {'weight': torch.ones(1, 2), 'bias': torch.zeros(1)}}, tmp_path / 'good.pth')
+    load_checkpoint(model, str(tmp_path / 'good.pth'), map_location='cpu', strict=True)
+    assert torch.equal(model.weight, torch.ones(1, 2))
