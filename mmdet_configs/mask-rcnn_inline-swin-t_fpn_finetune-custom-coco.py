@@ -13,6 +13,10 @@ classes = ('disc', 'box', 'triangle', 'hexagon')
 metainfo = dict(classes=classes)
 
 model = dict(roi_head=dict(bbox_head=dict(num_classes=len(classes)), mask_head=dict(num_classes=len(classes))))
+# Stops before the first iteration if a head's num_classes differs from the dataset's classes: a child config
+# that changes `classes` keeps this file's num_classes (a config's variables are resolved when it is read), so
+# write your own with tools/finetune_config.py or set every value (docs/finetune.md).
+custom_hooks = [dict(type='NumClassCheckHook')]
 
 # One scale with flips (the COCO recipe's multi-scale + crop augmentation is meant for 118k images; drop the
 # pipeline= lines below to inherit it).

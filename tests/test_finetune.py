@@ -104,3 +104,90 @@ def test_doc_commands_fine_tune_and_test_on_a_coco_folder(tmp_path):
         metrics = json.load(f)
     assert isinstance(metrics['coco/bbox_mAP'], float) and 0 <= metrics['coco/bbox_mAP'] <= 1
     assert isinstance(metrics['coco/segm_mAP'], float)
+
+
+def _dataset_without_masks(root):
+    for split in ('train', 'val'):
+        path = osp.join(root, 'annotations', f'instances_{split}.json')
+        with open(path) as f:
+            coco = json.load(f)
+        for ann in coco['annotations']:
+            ann.pop('segmentation', None)
+        with open(path, 'w') as f:
+            json.dump(coco, f)
+
+
+def _runner(config, root, work_dir, **extra):
+    from mmengine.config import Config
+    from mmengine.runner import Runner
+
+    cfg = Config.fromfile(config)
+    options = {k: v for k, v in TINY.items() if 'mask' not in k or cfg.model.roi_head.get('mask_head')}
+    cfg.merge_from_dict({**options, **extra})
+    cfg.work_dir = str(work_dir)
+    return Runner.from_cfg(cfg)
+
+
+def test_written_config_takes_classes_and_paths_from_the_json(tmp_path):
+    """tools/finetune_config.py: classes in category-id order from the json, written into every head, split and
+    evaluator; a json with masks gives Mask R-CNN."""
+    root = tmp_path / 'my_data'
+    generate_shapes_dataset(str(root), num_train=2, num_val=1, seed=0)
+    out = tmp_path / 'configs' / 'finetune.py'
+    tool = osp.join(ROOT, 'tools', 'finetune_config.py')
+    done = subprocess.run([sys.executable, tool, str(root), '--out', str(out)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    with open(root / 'annotations' / 'instances_train.json') as f:
+        names = [c['name'] for c in sorted(json.load(f)['categories'], key=lambda c: c['id'])]
+    cfg = Config.fromfile(str(out))
+    assert list(cfg.classes) == names and f'{len(names)} classes' in done.stdout
+    assert cfg.model.roi_head.bbox_head.num_classes == cfg.model.roi_head.mask_head.num_classes == len(names)
+    for split in ('train', 'val', 'test'):
+        dataset = cfg[f'{split}_dataloader'].dataset
+        assert list(dataset.metainfo.classes) == names and dataset.data_root == str(root) + '/'
+    assert cfg.val_evaluator.ann_file == str(root) + '/annotations/instances_val.json'
+    assert cfg.val_evaluator.metric == ['bbox', 'segm'] and cfg.custom_hooks == [dict(type='NumClassCheckHook')]
+
+
+def test_boxes_only_data_gives_a_faster_rcnn_that_trains_a_step(tmp_path):
+    """A json without segmentations: the written config has no mask branch (Faster R-CNN on InLine-Swin), loads
+    boxes only, evaluates boxes, and trains (tiny backbone, one epoch of 2 images) with a finite loss."""
+    root = tmp_path / 'boxes'
+    generate_shapes_dataset(str(root), num_train=2, num_val=1, seed=1)
+    _dataset_without_masks(str(root))
+    out = tmp_path / 'boxes.py'
+    subprocess.run([sys.executable, osp.join(ROOT, 'tools', 'finetune_config.py'), str(root), '--out', str(out)],
+                   check=True, capture_output=True, timeout=120)
+    cfg = Config.fromfile(str(out))
+    assert cfg.model.roi_head.mask_head is None and cfg.val_evaluator.metric == ['bbox']
+    assert cfg.train_dataloader.dataset.pipeline[1] == dict(type='LoadAnnotations', with_bbox=True, with_mask=False)
+    runner = _runner(str(out), root, tmp_path / 'work')
+    assert not runner.model.roi_head.with_mask
+    runner.train()
+    assert runner.iter == 1
+    loss = runner.message_hub.get_scalar('train/loss').current()
+    assert loss == loss and 0 < loss < 1e3
+
+
+def test_a_head_that_disagrees_with_the_dataset_stops_before_training(tmp_path):
+    """The usual inheritance mistake: a child config sets 5 classes, the base's heads keep 4; mmdet's
+    NumClassCheckHook (in the fine-tuning config) stops the run before its first iteration, naming both counts."""
+    from mmengine.config import Config
+
+    root = tmp_path / 'my_data'
+    generate_shapes_dataset(str(root), num_train=2, num_val=1, seed=2)
+    child = tmp_path / 'child.py'
+    classes = ('disc', 'box', 'triangle', 'hexagon', 'star')
+    child.write_text(f"_base_ = {osp.join(ROOT, CONFIG)!r}\nclasses = {classes!r}\nmetainfo = dict(classes=classes)\n"
+                     f"train_dataloader = dict(dataset=dict(data_root={str(root) + '/'!r}, metainfo=metainfo))\n"
+                     f"val_dataloader = dict(dataset=dict(data_root={str(root) + '/'!r}, metainfo=metainfo))\n"
+                     f"test_dataloader = val_dataloader\n"
+                     f"val_evaluator = dict(ann_file={str(root / 'annotations' / 'instances_val.json')!r})\n"
+                     f"test_evaluator = val_evaluator\n")
+    assert Config.fromfile(str(child)).model.roi_head.bbox_head.num_classes == 4      # what inheritance gives
+    runner = _runner(str(child), root, tmp_path / 'work')
+    mismatch = r'The `num_classes` \(4\) in .* does not matches the length of `classes` 5'
+    with pytest.raises(AssertionError, match=mismatch):
+        runner.train()
+    assert runner.iter == 0

@@ -77,6 +77,30 @@ def test_infer_writes_visualisations(get_flops, config, tmp_path):
         assert all(0 <= label < len(CLASSES) for label in preds['labels'])
 
 
+def test_infer_slides_a_large_image_in_several_crops(get_flops, tmp_path):
+    """docs/large_images.md: a segmentation at the image's own size in 3 x 3 crops (mmseg's slide mode) writes
+    the same kind of outputs as whole-image inference, prints the crop grid, time and memory; --slide on a
+    detector is refused in one line."""
+    generate_shapes_dataset(str(tmp_path / 'data'), num_train=0, num_val=1, seed=0)
+    image = str(tmp_path / 'data' / 'images' / 'val' / '00001.jpg')
+    _checkpoint(get_flops, SEG_CONFIG, tmp_path / 'model.pth')
+    preds = {}
+    for mode in ('whole', 'slide'):
+        out_dir = tmp_path / mode
+        extra = ['--slide', '128', '96'] if mode == 'slide' else []
+        stdout = _tool('infer.py', SEG_CONFIG, str(tmp_path / 'model.pth'), image, '--out-dir', str(out_dir),
+                       '--device', 'cpu', '--scale', 'native', *extra)
+        assert re.search(r'\[infer\] [\d.]+ s for 1 image\(s\).*peak \d+ MB resident', stdout), stdout
+        (pred,) = (out_dir / 'pred').glob('*.png')                # mmseg names it by index
+        preds[mode] = cv2.imread(str(pred), cv2.IMREAD_UNCHANGED)
+        assert preds[mode] is not None and preds[mode].shape == (256, 256)
+    assert '00001.jpg: 256x256 -> 3 x 3 crops' in stdout and 'slide, crops of 128 px every 96 px' in stdout
+    assert not (preds['whole'] == preds['slide']).all()          # attention within crops is not the whole image's
+    refused = subprocess.run([sys.executable, osp.join(ROOT, 'tools', 'infer.py'), DET_CONFIG, 'x.pth', image,
+                              '--slide', '128', '96'], capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and '--slide is for segmentation configs' in refused.stderr.splitlines()[-1]
+
+
 def test_measure_padding_table_and_latency():
     """The padding table: padding changes the default backbone's features on the image's region and
     not the padding-aware one's; the latency mode times each mode, the first at ratio 1."""

@@ -1,0 +1,121 @@
+"""Write a complete fine-tuning config for your COCO-format data (docs/finetune.md).
+
+    python tools/finetune_config.py DATA_ROOT [--train-json annotations/instances_train.json]
+        [--val-json annotations/instances_val.json] [--train-images images/train/] [--val-images images/val/]
+        [--boxes-only auto|yes|no] [--out configs/finetune_my_data.py]
+
+The class names come from the training json's ``categories`` (in id order: label i is the i-th category), and
+every place that depends on them is written out literally: the dataset ``metainfo`` of each split, the heads'
+``num_classes``, the data paths and the evaluators' ``ann_file``. (A child config that only sets ``classes`` and
+``data_root`` keeps its base's values: a config's variables are resolved when the base file is read, before
+the child's are known.) When no annotation of the training json has a segmentation (``--boxes-only auto``),
+the mask branch is removed: Faster R-CNN with the InLine-Swin-T FPN, evaluated on boxes. The config inherits
+``mmdet_configs/mask-rcnn_inline-swin-t_fpn_finetune-custom-coco.py`` (schedule, backbone, released ImageNet
+weights) and adds mmdet's ``NumClassCheckHook``, which stops training and testing before the first
+iteration if a head's class count differs from the dataset's.
+"""
+import argparse
+import json
+import os
+import os.path as osp
+
+BASE = osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), 'mmdet_configs',
+                'mask-rcnn_inline-swin-t_fpn_finetune-custom-coco.py')
+
+
+def read_classes(path):
+    """(class names in category-id order, whether any annotation has a segmentation) of a COCO json."""
+    with open(path) as f:
+        coco = json.load(f)
+    categories = sorted(coco.get('categories', []), key=lambda c: c['id'])
+    if not categories:
+        raise SystemExit(f'{path}: no "categories" in the json: a COCO instances file lists its classes there')
+    names = [c['name'] for c in categories]
+    if len(set(names)) != len(names):
+        raise SystemExit(f'{path}: category names repeat ({names}): each class needs its own name')
+    has_masks = any(a.get('segmentation') for a in coco.get('annotations', []))
+    return names, has_masks
+
+
+def render(args, classes, boxes_only):
+    """The config's text."""
+    base = osp.relpath(BASE, osp.dirname(osp.abspath(args.out)))
+    root = args.data_root.rstrip('/') + '/'
+    lines = [
+        f'# Fine-tuning config written by tools/finetune_config.py for {root} ({len(classes)} classes'
+        + (', boxes only: Faster R-CNN' if boxes_only else ', boxes and masks: Mask R-CNN') + ').',
+        '# Every value that depends on your data is written out here, not inherited (docs/finetune.md).',
+        f'_base_ = {base!r}',
+        '',
+        f'data_root = {root!r}',
+        f'classes = {tuple(classes)!r}',
+        'metainfo = dict(classes=classes)',
+        '',
+    ]
+    heads = f'bbox_head=dict(num_classes={len(classes)})'
+    if boxes_only:
+        lines.append(f'model = dict(roi_head=dict({heads}, mask_roi_extractor=None, mask_head=None))')
+    else:
+        lines.append(f'model = dict(roi_head=dict({heads}, mask_head=dict(num_classes={len(classes)})))')
+    with_mask = 'False' if boxes_only else 'True'
+    metrics = ['bbox'] if boxes_only else ['bbox', 'segm']
+    lines += [
+        '',
+        'image_scale = (1333, 800)',
+        'train_pipeline = [',
+        "    dict(type='LoadImageFromFile'),",
+        f"    dict(type='LoadAnnotations', with_bbox=True, with_mask={with_mask}),",
+        "    dict(type='Resize', scale=image_scale, keep_ratio=True),",
+        "    dict(type='RandomFlip', prob=0.5),",
+        "    dict(type='PackDetInputs'),",
+        ']',
+        'test_pipeline = [',
+        "    dict(type='LoadImageFromFile'),",
+        "    dict(type='Resize', scale=image_scale, keep_ratio=True),",
+        f"    dict(type='LoadAnnotations', with_bbox=True, with_mask={with_mask}),",
+        "    dict(type='PackDetInputs', meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor')),",
+        ']',
+        'train_dataloader = dict(',
+        f'    dataset=dict(data_root=data_root, metainfo=metainfo, ann_file={args.train_json!r},',
+        f'                 data_prefix=dict(img={args.train_images!r}), pipeline=train_pipeline))',
+        'val_dataloader = dict(',
+        f'    dataset=dict(data_root=data_root, metainfo=metainfo, ann_file={args.val_json!r},',
+        f'                 data_prefix=dict(img={args.val_images!r}), pipeline=test_pipeline))',
+        'test_dataloader = val_dataloader',
+        f'val_evaluator = dict(ann_file=data_root + {args.val_json!r}, metric={metrics!r})',
+        'test_evaluator = val_evaluator',
+        '',
+        "# Stops before the first iteration if a head's num_classes differs from the dataset's classes.",
+        "custom_hooks = [dict(type='NumClassCheckHook')]",
+        '',
+    ]
+    return '\n'.join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('data_root', help='the dataset folder (paths below are relative to it)')
+    parser.add_argument('--train-json', default='annotations/instances_train.json')
+    parser.add_argument('--val-json', default='annotations/instances_val.json')
+    parser.add_argument('--train-images', default='images/train/')
+    parser.add_argument('--val-images', default='images/val/')
+    parser.add_argument('--boxes-only', choices=['auto', 'yes', 'no'], default='auto',
+                        help='auto: boxes only when the training json has no segmentation')
+    parser.add_argument('--out', default='configs/finetune_my_data.py')
+    args = parser.parse_args(argv)
+    train_json = osp.join(args.data_root, args.train_json)
+    if not osp.isfile(train_json):
+        parser.error(f'no training annotations at {train_json} (set --train-json relative to DATA_ROOT)')
+    classes, has_masks = read_classes(train_json)
+    boxes_only = args.boxes_only == 'yes' or (args.boxes_only == 'auto' and not has_masks)
+    if args.boxes_only == 'no' and not has_masks:
+        parser.error(f'{train_json} has no segmentation: a Mask R-CNN cannot learn masks from it (--boxes-only auto)')
+    os.makedirs(osp.dirname(osp.abspath(args.out)), exist_ok=True)
+    with open(args.out, 'w') as f:
+        f.write(render(args, classes, boxes_only))
+    print(f'wrote {args.out}: {len(classes)} classes {tuple(classes)}, '
+          + ('boxes only (Faster R-CNN)' if boxes_only else 'boxes and masks (Mask R-CNN)'))
+
+
+if __name__ == '__main__':
+    main()
