@@ -64,7 +64,7 @@ val_dataloader = dict(
     dataset=dict(data_root=data_root, metainfo=metainfo, ann_file='annotations/instances_val.json',
                  data_prefix=dict(img='images/val/'), pipeline=test_pipeline))
 test_dataloader = val_dataloader
-val_evaluator = dict(ann_file=data_root + 'annotations/instances_val.json', metric=['bbox', 'segm'])
+val_evaluator = dict(ann_file=data_root + 'annotations/instances_val.json', metric=['bbox', 'segm'], classwise=True)
 test_evaluator = val_evaluator
 
 train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=max_iters, val_interval=max_iters)
@@ -82,3 +82,6 @@ default_hooks = dict(
     checkpoint=dict(by_epoch=False, interval=max_iters // 4, max_keep_ckpts=2))
 log_processor = dict(by_epoch=False)
 auto_scale_lr = dict(enable=False, base_batch_size=4)
+# One seed for the data order, the augmentations and the initialisation: the demo gives the same numbers each run
+# (up to nondeterministic kernels); tools/run_embedded.py --seed N changes it.
+randomness = dict(seed=0)

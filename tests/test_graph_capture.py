@@ -9,7 +9,7 @@ import sys
 import pytest
 import timm
 import torch
-from mutmut_compat import fx_on_unwrapped_code
+from mutmut_compat import compile_on_unwrapped_code, fx_on_unwrapped_code
 from padding_cases import small_backbone
 from timm.layers import get_notrace_functions, get_notrace_modules
 
@@ -112,6 +112,7 @@ def test_compile_fullgraph_dynamic_one_graph_for_every_size(padding_aware):
     assert counter.frame_count == 1
 
 
+@compile_on_unwrapped_code
 def test_compiled_padding_aware_backbone_needs_the_regions_as_a_tensor():
     compiled = torch.compile(small_backbone('tiny', padding_aware=True), fullgraph=True, backend='eager')
     with pytest.raises(Exception, match=r'take each image.s \(height, width\) as a graph input'):
