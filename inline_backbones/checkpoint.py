@@ -196,8 +196,7 @@ def download_checkpoint(url, sha256=None, hint=CONFIG_HINT):
     """
     from mmengine.dist import barrier, get_local_rank
 
-    if sha256 is not None and not re.fullmatch(r'[0-9a-fA-F]{64}', str(sha256)):
-        raise ValueError(f'sha256 {sha256!r} of checkpoint {url!r} is not a SHA-256 digest (64 hex digits)')
+    _check_digest(sha256, url)
     local = cache_path(url)
     if get_local_rank() == 0 and not osp.isfile(local):
         os.makedirs(osp.dirname(local), exist_ok=True)
@@ -216,6 +215,11 @@ def download_checkpoint(url, sha256=None, hint=CONFIG_HINT):
     if not osp.isfile(local):
         raise ConnectionError(f'checkpoint {url!r} was not downloaded to {local!r} on this node')
     return local
+
+
+def _check_digest(sha256, source):
+    if sha256 is not None and not re.fullmatch(r'[0-9a-fA-F]{64}', str(sha256)):
+        raise ValueError(f'sha256 {sha256!r} of checkpoint {source!r} is not a SHA-256 digest (64 hex digits)')
 
 
 def _sha256_of(path):
@@ -281,8 +285,7 @@ def load_checkpoint_file(path, sha256=None):
         raise FileNotFoundError(f'checkpoint file not found: {path!r} (set the path to a downloaded '
                                 f'checkpoint, e.g. a released inline_swin_t.pth, or to its URL)')
     if sha256 is not None and not is_url:   # a local file is checked too (a download was checked on arrival)
-        if not re.fullmatch(r'[0-9a-fA-F]{64}', str(sha256)):
-            raise ValueError(f'sha256 {sha256!r} of checkpoint {path!r} is not a SHA-256 digest (64 hex digits)')
+        _check_digest(sha256, path)
         digest = _sha256_of(path)
         if digest != sha256.lower():
             raise ValueError(f'checkpoint {path!r} has sha256 {digest}, the config expects {sha256.lower()}: a '

@@ -23,6 +23,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from .models.masks import shift_sizes
+
 OPSET = 20     # torch 2.14's default for both exporters
 STRIDE = 32    # the backbones' largest stride: dynamic heights and widths are multiples of it
 EXPORTERS = ('dynamo', 'torchscript')
@@ -62,7 +64,7 @@ def shift_rule_crossings(model, min_hw, max_hw):
             windows = {block.attn.window_size for block in getattr(stage, 'blocks', ())
                        if getattr(block.attn, 'shift', False) and getattr(block.attn, 'window_size', None)}
             for ws in sorted(windows):
-                shifted = [min(-(-h // stride), -(-w // stride)) > ws for h, w in (min_hw, max_hw)]
+                shifted = [shift_sizes(-(-h // stride), -(-w // stride), ws) > 0 for h, w in (min_hw, max_hw)]
                 if shifted[0] != shifted[1]:
                     crossings.append((i, ws, stride))
             stride *= 2

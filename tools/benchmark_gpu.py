@@ -72,18 +72,19 @@ class Runner:
         self.dtype = DTYPES[args.dtype]
         self.graph = None
         if args.cuda_graphs:
-            path = force_path(self.path) if self.path else contextlib.nullcontext()
-            with path:
+            with self._path():
                 example = torch.zeros(args.example_shape, device=device)
                 self.graph = CUDAGraphBackbone(self.model, example, None if self.dtype == torch.float32 else self.dtype)
+
+    def _path(self):
+        return force_path(self.path) if self.path else contextlib.nullcontext()
 
     def __call__(self, x):
         if self.graph is not None:
             return self.graph(x)
-        path = force_path(self.path) if self.path else contextlib.nullcontext()
         grad = torch.enable_grad() if self.train else torch.no_grad()
         autocast = torch.autocast(self.device.type, dtype=self.dtype, enabled=self.dtype != torch.float32)
-        with path, grad, autocast:
+        with self._path(), grad, autocast:
             kwargs = {} if self.image_shapes is None else dict(image_shapes=self.image_shapes)
             out = self.fn(x, **kwargs)
             if self.train:

@@ -30,8 +30,7 @@ def inline_attention_reference(attn, x, hw_shape, mask=None):
     w_q, b_q, w_k, b_k, w_v, b_v = attn.projections()
     outputs = []
     for b in range(B):
-        own = torch.ones(N, 1, dtype=x.dtype) if mask is None else mask[b].to(x.dtype).cpu()
-        own = own.to(x.device)
+        own = x.new_ones(N, 1) if mask is None else mask[b].to(x.dtype)
         n = own.sum().clamp(min=1)
         heads = [t.view(N, h, d).transpose(0, 1) for t in (F.linear(x[b], w_q, b_q), F.linear(x[b], w_k, b_k),
                                                            F.linear(x[b], w_v, b_v))]   # (h, N, d) each

@@ -10,6 +10,7 @@ The helpers that branch on sizes or on data are leaves of fx graphs (``torch.fx.
 notrace registry for :func:`to_nchw`, which other modules call).
 """
 import torch
+from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.layers import register_notrace_function
 from torch import nn
 
@@ -66,8 +67,9 @@ def iter_stages(model, x, image_shapes=None, stop=None):
         yield out, out_tokens
 
 
-# What the released models were trained on: RGB pixels in 0-255, normalised per channel (ImageNet's statistics).
-IMAGENET_MEAN, IMAGENET_STD = (123.675, 116.28, 103.53), (58.395, 57.12, 57.375)
+# What the released models were trained on: RGB pixels in 0-255, normalised per channel by ImageNet's statistics.
+IMAGENET_MEAN, IMAGENET_STD = (tuple(round(255 * v, 3) for v in stats) for stats in (IMAGENET_DEFAULT_MEAN,
+                                                                                   IMAGENET_DEFAULT_STD))
 
 
 def check_images(x, name, in_channels):
