@@ -20,7 +20,7 @@ from timm.models._features import feature_take_indices
 from torch import nn
 
 from .checkpoint import download_checkpoint, extract_state_dict, filter_state_dict, load_pretrained
-from .models.stages import iter_stages
+from .models.trunk import ARCH_REQUIRED, Trunk
 
 
 @register_notrace_function   # a leaf of fx graphs (also where other modules call it): it reads sizes
@@ -36,20 +36,50 @@ def check_global_pool(global_pool):
     return global_pool
 
 
-class ClassifierMixin:
-    """timm's classifier methods over a backbone class (put the mixin first in the bases)."""
+class Classifier(Trunk):
+    """A family's trunk as a timm ImageNet classifier (a family subclass sets ``family``):
+    ``logits = head(mean_{H,W}(norm(map)))``, ``norm`` the last stage's output norm where the family has them.
 
-    def _init_classifier(self, num_classes, global_pool, stride):
-        """After the backbone's ``__init__``: feature info, ``num_features`` as timm counts it, the head."""
-        self.out_indices = ()
-        self.feature_info = [dict(num_chs=c, reduction=stride * 2 ** i, module=f'layers.{i}')
-                             for i, c in enumerate(self.num_features)]
-        # timm's convention from here on: num_features is the width of the pooled features.
-        self.num_features = self.head_hidden_size = self.num_features[-1]
+    Args:
+        arch (str | dict, optional): A preset of the family (default: its first) or a custom arch dict.
+        num_classes (int): Classes of ``head``; 0 leaves the pooled features (``head`` is Identity).
+        global_pool (str): ``'avg'`` (mean over the map) or ``''`` (no pooling: per-position logits).
+        in_chans (int): Input channels.
+        attn_type, drop_path_rate, with_cp: the trunk's (:class:`~inline_backbones.models.trunk.Trunk`).
+        **kwargs: keys of the arch (``embed_dims``, ``depths``, ``num_heads``, ... as timm's model functions pass
+            them: they override the preset's) and the family's options (``drop_rate``, ``kernel_func``, ...).
+    """
+
+    # forward_features returns NHWC maps, as timm's Swin; timm's tests and users read the layout from here.
+    output_fmt = 'NHWC'
+
+    def __init__(self, arch=None, num_classes=1000, global_pool='avg', in_chans=3, attn_type=None,
+                 drop_path_rate=0.1, with_cp=False, **kwargs):
+        check_global_pool(global_pool)
+        if kwargs.pop('padding_aware', False):
+            raise ValueError('padding_aware is not supported by the classifier (it pools every token of the input): '
+                             'use the mmdet/mmseg backbone for padded batches of different sizes')
+        family = self.family
+        arch = family.resolve_arch(next(iter(family.arch_zoo)) if arch is None else arch)
+        arch.update({k: kwargs.pop(k) for k in [*ARCH_REQUIRED, *family.arch_defaults, 'attn_type'] if k in kwargs})
+        super().__init__(arch=arch, attn_type=attn_type, in_channels=in_chans, drop_path_rate=drop_path_rate,
+                         with_cp=with_cp, options=kwargs)
+        self.feature_info = [dict(num_chs=c, reduction=self.stride * 2 ** i, module=f'layers.{i}')
+                             for i, c in enumerate(self.stage_dims)]
+        self.num_features = self.head_hidden_size = self.stage_dims[-1]
+        self.norm = nn.LayerNorm(self.num_features) if family.output_norms else nn.Identity()
         self.num_classes = num_classes
-        self.global_pool = check_global_pool(global_pool)
+        self.global_pool = global_pool
         self.head = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
-        self.init_weights()
+        self.init_trunk_weights()
+
+    def __prepare_scriptable__(self):
+        """``torch.jit.script`` calls this first: refuse with the reason and what works instead."""
+        raise RuntimeError(
+            f'{type(self).__name__} does not support torch.jit.script: its layers branch on Python objects (the token '
+            'map of each stage, the regions of padding-aware mode), which TorchScript cannot type. Trace with '
+            'torch.fx (timm.models.create_feature_extractor / torch.fx.symbolic_trace through timm\'s tracer), export '
+            'with torch.export.export, or compile with torch.compile (docs/deployment.md)')
 
     def get_classifier(self):
         return self.head
@@ -64,15 +94,9 @@ class ClassifierMixin:
             nn.init.trunc_normal_(self.head.weight, std=.02)
             nn.init.zeros_(self.head.bias)
 
-    def set_grad_checkpointing(self, enable=True):
-        """Gradient checkpointing of every block (the backbone's ``with_cp``)."""
-        for stage in self.layers:
-            for block in stage.blocks:
-                block.with_cp = enable
-
     def forward_features(self, x):
         """(B, C_in, H, W) -> the last stage's normalised map, NHWC (B, H', W', C)."""
-        out, tokens = deque(iter_stages(self, x), maxlen=1).pop()    # run every stage, keep the last output
+        out, tokens = deque(self.iter_stages(x), maxlen=1).pop()    # run every stage, keep the last output
         return to_nhwc(self.norm(out), tokens)
 
     def forward_head(self, x, pre_logits=False):
@@ -95,7 +119,7 @@ class ClassifierMixin:
         take_indices, max_index = feature_take_indices(len(self.layers), indices)
         last = len(self.layers) - 1
         intermediates = []
-        for i, (out, tokens) in enumerate(iter_stages(self, x, stop=max_index if intermediates_only else None)):
+        for i, (out, tokens) in enumerate(self.iter_stages(x, stop=max_index if intermediates_only else None)):
             if i in take_indices:
                 y = to_nhwc(self.norm(out) if norm and i == last else out, tokens)
                 intermediates.append(y.permute(0, 3, 1, 2).contiguous() if output_fmt == 'NCHW' else y)
@@ -139,7 +163,8 @@ def create_classifier(cls, variant, pretrained, pretrained_cfg_overlay, kwargs):
     local file."""
     from timm.models._builder import resolve_pretrained_cfg
 
-    out_indices = kwargs.pop('out_indices', tuple(range(len(kwargs['depths']))))
+    depths = kwargs.get('depths') or cls.family.resolve_arch(kwargs['arch'])['depths']
+    out_indices = kwargs.pop('out_indices', tuple(range(len(depths))))
     pretrained_cfg_overlay = {'custom_load': True, **(pretrained_cfg_overlay or {})}
     if pretrained:
         cfg = resolve_pretrained_cfg(variant, pretrained_cfg=kwargs.get('pretrained_cfg'),

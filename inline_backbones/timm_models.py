@@ -25,44 +25,18 @@ it strictly: anything missing, unexpected or mis-shaped raises
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import generate_default_cfgs, register_model
 
-from .models import InLineSwinTransformer
+from .models.inline_swin import SWIN
 from .released import SWIN_ARCH_CHECKPOINTS
-from .timm_classifier import ClassifierMixin, check_global_pool, checkpoint_filter_fn, create_classifier, to_nhwc
+from .timm_classifier import Classifier, checkpoint_filter_fn, create_classifier, to_nhwc
 
 __all__ = ['InLineSwinClassifier', 'checkpoint_filter_fn', 'to_nhwc']
 
 
-class InLineSwinClassifier(ClassifierMixin, InLineSwinTransformer):
-    """InLine-Swin ImageNet classifier: the backbone's trunk, final ``norm``, average pool, ``head``.
+class InLineSwinClassifier(Classifier):
+    """InLine-Swin ImageNet classifier: the family's trunk, final ``norm``, average pool, ``head``
+    (arguments: :class:`~inline_backbones.timm_classifier.Classifier`; options: :class:`InLineSwinTransformer`'s)."""
 
-    Args:
-        embed_dims, depths, num_heads, attn_type: the architecture (see :class:`InLineSwinTransformer`).
-        num_classes (int): Classes of ``head``; 0 leaves the pooled features (``head`` is Identity).
-        global_pool (str): ``'avg'`` (mean over tokens) or ``''`` (no pooling: per-token logits).
-        in_chans (int): Input channels.
-        drop_rate (float): Dropout after patch embedding, in MLPs and after attention projections
-            (none before the head, as in the released models).
-        **kwargs: other :class:`InLineSwinTransformer` arguments (``kernel_func``, ``window_size``,
-            ``drop_path_rate``, ``with_cp``, ...).
-    """
-
-    def __init__(self, embed_dims=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24), attn_type='IIIS',
-                 num_classes=1000, global_pool='avg', in_chans=3, drop_rate=0., **kwargs):
-        check_global_pool(global_pool)
-        if kwargs.get('padding_aware'):
-            raise ValueError('padding_aware is not supported by the classifier (it pools every token of the '
-                             'input): use the InLineSwinTransformer backbone for padded batches of different sizes')
-        last = len(depths) - 1
-        super().__init__(arch=dict(embed_dims=embed_dims, depths=list(depths), num_heads=list(num_heads)),
-                         attn_type=attn_type, in_channels=in_chans, drop_rate=drop_rate, out_indices=(last,),
-                         **kwargs)
-        # The backbone's output norm of the last stage is the released model's final ``norm``.
-        self.norm = self._modules.pop(f'norm{last}')
-        self._init_classifier(num_classes, global_pool, self.patch_embed.patch_size)
-
-    def no_weight_decay(self):
-        """Relative position bias tables are not decayed (as in Swin's and InLine's training)."""
-        return {n for n, _ in self.named_parameters() if n.endswith('relative_position_bias_table')}
+    family = SWIN
 
 
 def _cfg(**kwargs):
@@ -87,28 +61,24 @@ default_cfgs = generate_default_cfgs({
 })
 
 
-def _create_inline_swin(variant, pretrained=False, pretrained_cfg_overlay=None, **kwargs):
-    return create_classifier(InLineSwinClassifier, variant, pretrained, pretrained_cfg_overlay, kwargs)
-
-
-def _arch(preset, kwargs):
-    """The preset of ``InLineSwinTransformer.arch_zoo`` with keyword overrides on top."""
-    return {**InLineSwinTransformer.arch_zoo[preset], **kwargs}
+def _create_inline_swin(arch, pretrained=False, pretrained_cfg_overlay=None, **kwargs):
+    return create_classifier(InLineSwinClassifier, f'inline_swin_{arch}', pretrained, pretrained_cfg_overlay,
+                             dict(kwargs, arch=arch))
 
 
 @register_model
 def inline_swin_tiny(pretrained=False, **kwargs):
     """InLine-Swin-T @ 224: embed 96, depths 2-2-6-2, layout IIIS; ImageNet-1k top-1 82.4 (paper)."""
-    return _create_inline_swin('inline_swin_tiny', pretrained, **_arch('tiny', kwargs))
+    return _create_inline_swin('tiny', pretrained, **kwargs)
 
 
 @register_model
 def inline_swin_small(pretrained=False, **kwargs):
     """InLine-Swin-S @ 224: embed 96, depths 2-2-18-2, layout IISS; ImageNet-1k top-1 83.6 (paper)."""
-    return _create_inline_swin('inline_swin_small', pretrained, **_arch('small', kwargs))
+    return _create_inline_swin('small', pretrained, **kwargs)
 
 
 @register_model
 def inline_swin_base(pretrained=False, **kwargs):
     """InLine-Swin-B @ 224: embed 128, depths 2-2-18-2, layout IIMS2; ImageNet-1k top-1 84.1 (paper)."""
-    return _create_inline_swin('inline_swin_base', pretrained, **_arch('base', kwargs))
+    return _create_inline_swin('base', pretrained, **kwargs)

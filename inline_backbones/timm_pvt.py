@@ -17,43 +17,17 @@ download, :func:`~inline_backbones.timm_classifier.create_classifier`).
 """
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import generate_default_cfgs, register_model
-from torch import nn
 
-from .models import InLinePVT
+from .models.inline_pvt import PVT
 from .released import PVT_ARCH_CHECKPOINTS
-from .timm_classifier import ClassifierMixin, check_global_pool, create_classifier
+from .timm_classifier import Classifier, create_classifier
 
 
-class InLinePVTClassifier(ClassifierMixin, InLinePVT):
-    """InLine-PVT ImageNet classifier: the backbone's stages, average pool, ``head``.
+class InLinePVTClassifier(Classifier):
+    """InLine-PVT ImageNet classifier: the family's stages, average pool, ``head`` (no final norm)
+    (arguments: :class:`~inline_backbones.timm_classifier.Classifier`; options: :class:`InLinePVT`'s)."""
 
-    Args:
-        embed_dims, depths, num_heads, mlp_ratios, sr_ratios, attn_type, patch_norm_eps, sr_norm_eps,
-            block_norm_eps: the architecture (see :class:`~inline_backbones.models.InLinePVT`).
-        num_classes (int): Classes of ``head``; 0 leaves the pooled features (``head`` is Identity).
-        global_pool (str): ``'avg'`` (mean over tokens) or ``''`` (no pooling: per-token logits).
-        in_chans (int): Input channels.
-        **kwargs: other :class:`~inline_backbones.models.InLinePVT` arguments (``drop_rate``,
-            ``drop_path_rate``, ``with_cp``, ...).
-    """
-
-    def __init__(self, embed_dims, depths, num_heads, mlp_ratios, sr_ratios, attn_type, patch_norm_eps,
-                 sr_norm_eps, block_norm_eps, num_classes=1000, global_pool='avg', in_chans=3, **kwargs):
-        check_global_pool(global_pool)
-        if kwargs.get('padding_aware'):
-            raise ValueError('padding_aware is not supported by the classifier (it pools every token of the '
-                             'input): use the InLinePVT backbone for padded batches of different sizes')
-        arch = dict(embed_dims=list(embed_dims), depths=list(depths), num_heads=list(num_heads),
-                    mlp_ratios=list(mlp_ratios), sr_ratios=list(sr_ratios), patch_norm_eps=patch_norm_eps,
-                    sr_norm_eps=sr_norm_eps, block_norm_eps=block_norm_eps)
-        super().__init__(arch=arch, attn_type=attn_type, in_channels=in_chans, out_indices=(len(depths) - 1,),
-                         **kwargs)
-        self.norm = nn.Identity()          # no final norm in this family
-        self._init_classifier(num_classes, global_pool, 4)
-
-    def no_weight_decay(self):
-        """Position embeddings are not decayed (as in PVT's training)."""
-        return {n for n, _ in self.named_parameters() if n.endswith('pos_embed')}
+    family = PVT
 
 
 def _cfg(arch, **kwargs):
@@ -75,8 +49,8 @@ default_cfgs = generate_default_cfgs({f'inline_pvt_{arch}.in1k': _cfg(arch)
 
 
 def _create_inline_pvt(arch, pretrained=False, pretrained_cfg_overlay=None, **kwargs):
-    kwargs = {k: v for k, v in InLinePVT.arch_zoo[arch].items() if k not in kwargs} | kwargs
-    return create_classifier(InLinePVTClassifier, f'inline_pvt_{arch}', pretrained, pretrained_cfg_overlay, kwargs)
+    return create_classifier(InLinePVTClassifier, f'inline_pvt_{arch}', pretrained, pretrained_cfg_overlay,
+                             dict(kwargs, arch=arch))
 
 
 @register_model

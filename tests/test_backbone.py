@@ -324,7 +324,7 @@ def test_smallest_input_is_the_last_stride():
 def test_bad_arch_arguments():
     with pytest.raises(TypeError, match='arch must be a str or a dict, got int'):
         InLineSwinTransformer(arch=3)
-    with pytest.raises(ValueError, match='differ in length'):
+    with pytest.raises(ValueError, match="one entry per stage"):
         InLineSwinTransformer(arch=dict(embed_dims=32, depths=[2, 2, 2, 2], num_heads=[1, 2, 4]), attn_type='IIII')
     with pytest.raises(ValueError, match=r'out_indices \(\) must be non-empty'):
         InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IIII', out_indices=())

@@ -1,18 +1,40 @@
-"""What the backbones of every family share: the mmdet/mmseg conventions around the stage loop."""
+"""The mmdet/mmseg backbone of every family: the trunk (:class:`~.trunk.Trunk`) with mmengine's conventions."""
 from mmengine.model import BaseModule
-from mmengine.model.weight_init import trunc_normal_
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from ..checkpoint import load_pretrained
+from .stages import to_nchw
+from .trunk import Trunk
 
 
-class StagedBackbone(BaseModule):
-    """A backbone run by :func:`~.stages.iter_stages`, with mmdet/mmseg's conventions: ``out_indices``,
-    ``frozen_stages`` (:meth:`_freeze_stages`, per family), ``norm_eval`` and ``init_cfg`` (a strict load
-    of ``type='Pretrained'`` through the family's ``checkpoint_filter``, else a truncated-normal init)."""
+class Backbone(Trunk, BaseModule):
+    """A family's trunk as an mmdet/mmseg backbone (a family subclass sets ``family``).
 
-    def _set_conventions(self, out_indices, frozen_stages, norm_eval, num_stages):
+    ``forward(x, image_shapes=None)`` returns the NCHW maps of the ``out_indices`` stages (strides 4, 8, 16, 32
+    for four stages), each through its output norm ``norm{i}`` where the family has them.
+
+    Args:
+        arch, attn_type, in_channels, drop_path_rate, with_cp, padding_aware: the trunk's
+            (:class:`~.trunk.Trunk`).
+        out_indices (Sequence[int]): Stages whose outputs are returned.
+        frozen_stages (int): -1 freezes nothing; ``k >= 0`` freezes the stem's modules and the first ``k``
+            stages with their output norms (eval mode, no gradients).
+        norm_eval (bool): Keep normalization layers in eval mode while training (LayerNorm has no running
+            statistics, so this only matters for BatchNorm layers a subclass adds).
+        init_cfg (dict, optional): ``dict(type='Pretrained', checkpoint=PATH[, prefix='backbone.'][, sha256=...])``
+            loads a released ImageNet checkpoint, or a detector's / segmentor's with ``prefix``, strictly through
+            the family's ``checkpoint_filter`` (:func:`inline_backbones.checkpoint.load_pretrained`); None: a
+            truncated-normal init (:meth:`~.trunk.Trunk.init_trunk_weights`).
+        **options: The family's options (``family.options``); an unknown one is a TypeError listing them.
+    """
+
+    def __init__(self, arch=None, attn_type=None, in_channels=3, drop_path_rate=0.1, out_indices=(0, 1, 2, 3),
+                 frozen_stages=-1, norm_eval=False, with_cp=False, padding_aware=False, init_cfg=None, **options):
+        super().__init__(arch=next(iter(self.family.arch_zoo)) if arch is None else arch, attn_type=attn_type,
+                         in_channels=in_channels, drop_path_rate=drop_path_rate, with_cp=with_cp,
+                         padding_aware=padding_aware, options=options, init_cfg=init_cfg)
+        num_stages = len(self.layers)
         out_indices = tuple(out_indices)
         if not out_indices or any(not 0 <= i < num_stages for i in out_indices):
             raise ValueError(f'out_indices {out_indices} must be non-empty and within [0, {num_stages - 1}]')
@@ -21,34 +43,45 @@ class StagedBackbone(BaseModule):
         self.out_indices = out_indices
         self.frozen_stages = frozen_stages
         self.norm_eval = norm_eval
+        self.num_features = list(self.stage_dims)
+        if self.family.output_norms:
+            for i in out_indices:
+                self.add_module(f'norm{i}', nn.LayerNorm(self.num_features[i]))
+        self._freeze_stages()
+
+    def forward(self, x, image_shapes=None):
+        """(B, C_in, H, W) -> tuple of NCHW maps of the ``out_indices`` stages.
+
+        Padding-aware mode: each image's own ``(height, width)`` in pixels comes from ``image_shapes``
+        ((B, 2) or a list of pairs), else from shapes carried by ``x`` from this package's data
+        preprocessors, else is inferred from ``x`` (padding = trailing rows/columns that are exactly
+        zero in every channel); see :mod:`inline_backbones.models.image_regions` for what inference
+        relies on. Pixels and tokens outside each region are then excluded from everything the region's
+        tokens see, and the outputs are zero outside each image's region (at every stage, the region
+        is ``ceil(shape / stride)``). Without the mode, ``image_shapes`` must be None. Export (``torch.export``,
+        the default ONNX exporter) and ``torch.compile`` of the mode take ``image_shapes`` as a (B, 2) integer
+        tensor input (docs/deployment.md#what-exports-with-which-exporter).
+        """
+        outs = []
+        for i, (out, tokens) in enumerate(self.iter_stages(x, image_shapes, stop=max(self.out_indices))):
+            if i in self.out_indices:
+                norm = getattr(self, f'norm{i}', None)
+                outs.append(to_nchw(out if norm is None else norm(out), tokens))
+        return tuple(outs)
 
     def init_weights(self):
-        """Truncated-normal init from scratch (linears std 0.02, LayerNorms 1/0, then
-        :meth:`_init_family_weights`), or a strict load of ``init_cfg`` type ``Pretrained``."""
+        """A strict load of ``init_cfg`` type ``Pretrained``, another ``init_cfg`` by mmengine, or from scratch."""
         if self.init_cfg is not None and self.init_cfg.get('type') == 'Pretrained':
             load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix'),
                             sha256=self.init_cfg.get('sha256'))
-            self._is_init = True
-            return
-        if self.init_cfg is not None:
+        elif self.init_cfg is not None:
             super().init_weights()
-            return
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                trunc_normal_(m.weight, std=.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
-            elif isinstance(m, nn.LayerNorm):
-                nn.init.ones_(m.weight)
-                nn.init.zeros_(m.bias)
-        self._init_family_weights()
+        else:
+            self.init_trunk_weights()
         self._is_init = True
 
-    def _init_family_weights(self):
-        """The family's own parameters (position tables, embeddings) from scratch."""
-
     def _freeze_stages(self):
-        raise NotImplementedError
+        self.freeze(self.frozen_stages, {i: getattr(self, f'norm{i}', None) for i in range(len(self.layers))})
 
     def train(self, mode=True):
         super().train(mode)

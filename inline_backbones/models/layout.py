@@ -1,21 +1,21 @@
 """The attention layout string, e.g. ``IIIS``, ``IISS`` or ``IIMS2``: the user's interface to the mixers.
 
-One letter per stage, each naming the token mixer (:mod:`.mixers`) of every block of the stage. For
-InLine-Swin (:data:`SWIN_LETTERS`): ``I`` = InLine attention, ``S`` = Swin window softmax attention,
-``L`` = plain linear attention (the ablation of :mod:`.linear_attention`). ``M`` = mixed: the first k
-blocks InLine, the rest softmax, with k the number written after the letters (shared by every ``M``
-stage). ``IIMS2`` with depths [2, 2, 18, 2] gives stage 3 two InLine blocks followed by 16 softmax blocks.
-A model family maps the letters to mixer names with its own table.
+One letter per stage, each naming the token mixer (:mod:`.mixers`) of every block of the stage; each family
+maps its letters to mixer names in its table (``letters`` of :class:`~.trunk.Family`). For InLine-Swin
+(:data:`.inline_swin.LETTERS`): ``I`` = InLine attention, ``S`` = Swin window softmax attention, ``L`` = plain
+linear attention (the ablation of :mod:`.linear_attention`). ``M`` = mixed: the first k blocks InLine, the rest
+softmax, with k the number written after the letters (shared by every ``M`` stage). ``IIMS2`` with depths
+[2, 2, 18, 2] gives stage 3 two InLine blocks followed by 16 softmax blocks.
 """
 import re
-
-SWIN_LETTERS = {'I': 'inline', 'S': 'window', 'L': 'linear'}
 
 
 def parse_attn_layout(layout, depths, letters=None):
     """Expand ``layout`` into per-stage lists of mixer names (``letters``: letter -> name, by default
-    :data:`SWIN_LETTERS`; ``M`` mixes the ``I`` and ``S`` mixers); raise ValueError if malformed."""
-    letters_map = SWIN_LETTERS if letters is None else letters
+    InLine-Swin's; ``M`` mixes the ``I`` and ``S`` mixers); raise ValueError if malformed."""
+    if letters is None:
+        from .inline_swin import LETTERS as letters  # the default family's table (imported here: no cycle)
+    letters_map = letters
     if not isinstance(layout, str):
         raise TypeError(f'attn_type must be a layout string such as "IIIS", got {type(layout).__name__}')
     match = re.fullmatch(f'([{"".join(letters_map)}M]+)(\\d*)', layout)

@@ -1,0 +1,191 @@
+"""The trunk every model of every family is: a family's table (:class:`Family`) built into stages, and the
+stage loop. The mmdet/mmseg backbone (:class:`~.backbone.Backbone`) and the timm classifier
+(:class:`~inline_backbones.timm_classifier.Classifier`) are thin wrappers around it.
+
+A trunk is ``stem`` (the family's: Swin's patch embedding, or nothing for PVT, whose stages embed) followed by
+``layers``, a list of :class:`~.stages.Stage`; stage ``i`` outputs ``stage_dims[i]`` channels at stride
+``stride * 2**i``. What differs between families is data and two functions in the table: presets, layout
+letters, options, how to build the stem and stages, how to run the stem, the checkpoint filter. Everything
+else (the arch check, stochastic depth ``dpr = linspace(0, drop_path_rate, sum(depths))`` split over the
+stages, the stage loop, the init, the freezing of the first stages) is here, once.
+"""
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from mmengine.model.weight_init import trunc_normal_
+from torch import nn
+
+from .layout import parse_attn_layout
+from .stages import iter_stages
+
+ARCH_REQUIRED = ('embed_dims', 'depths', 'num_heads')
+
+
+@dataclass(frozen=True)
+class Family:
+    """A model family as a table.
+
+    Attributes:
+        name: What errors call the family, e.g. ``'InLine-Swin'``.
+        arch_zoo: Presets by name: dicts with ``embed_dims``, ``depths``, ``num_heads``, ``attn_type`` and the
+            family's other arch keys.
+        arch_defaults: The optional keys of a custom arch dict and their values when left out.
+        per_stage: The arch keys that are lists with one entry per stage (``depths`` and ``num_heads`` at least).
+        letters: Layout letter -> mixer name (:func:`~.layout.parse_attn_layout`).
+        options: The family's keyword options and their defaults (the models' ``**options``).
+        build: ``build(trunk, arch, layout, drop_path_rates, in_channels, with_cp, **options)`` adds the stem's
+            modules to ``trunk`` and returns ``(stages, stage_dims, stride)``: the :class:`~.stages.Stage` list,
+            each stage's output width, the first stage's stride.
+        stem: ``stem(trunk, x, regions) -> (x, tokens)``: what the first stage takes, from the checked and masked
+            images, with its :class:`~.token_map.TokenMap` (``regions``: each image's pixels in padding-aware
+            mode, else None).
+        checkpoint_filter: ``filter(state_dict, model)``, the family's key filter (released, timm, mmdet keys).
+        stem_modules: Attributes of the trunk that ``frozen_stages >= 0`` freezes (the stem's modules).
+        output_norms: Stage outputs go through a LayerNorm (``norm{i}`` of the backbone; the classifier's
+            ``norm`` is the last one), as in Swin; False: the stages' tokens as they are, as in PVT.
+        position_params: Suffixes of parameter names drawn from a truncated normal (std 0.02) at init and
+            excluded from weight decay (position tables and embeddings).
+        pretrained_cfg: The family's entries of timm's pretrained cfgs (mean/std, crop, first conv, ...).
+    """
+
+    name: str
+    arch_zoo: dict
+    letters: dict
+    options: dict
+    build: Callable
+    stem: Callable
+    checkpoint_filter: Callable
+    arch_defaults: dict = field(default_factory=dict)
+    per_stage: tuple = ('depths', 'num_heads')
+    stem_modules: tuple = ()
+    output_norms: bool = False
+    position_params: tuple = ()
+    pretrained_cfg: dict = field(default_factory=dict)
+
+    def resolve_arch(self, arch):
+        """A copy of the preset named ``arch``, or of the custom dict ``arch`` with the defaults filled in;
+        ValueError / TypeError naming what is wrong."""
+        if isinstance(arch, str):
+            if arch not in self.arch_zoo:
+                raise ValueError(f'unknown arch {arch!r} of {self.name}; choose one of {sorted(self.arch_zoo)} or '
+                                 'pass a dict')
+            return copy.deepcopy(self.arch_zoo[arch])
+        if not isinstance(arch, dict):
+            raise TypeError(f'arch must be a str or a dict, got {type(arch).__name__}')
+        missing = set(ARCH_REQUIRED) - set(arch)
+        if missing:
+            raise ValueError(f'custom arch dict lacks {sorted(missing)}')
+        known = {*ARCH_REQUIRED, *self.arch_defaults, 'attn_type'}
+        unknown = set(arch) - known
+        if unknown:
+            raise ValueError(f'custom arch dict has unknown keys {sorted(unknown)}; known: {sorted(known)}')
+        arch = {**copy.deepcopy(self.arch_defaults), **copy.deepcopy(dict(arch))}
+        lengths = {k: len(arch[k]) for k in self.per_stage}
+        if len(set(lengths.values())) != 1:
+            raise ValueError(f'arch lists must have one entry per stage, got lengths {lengths}')
+        return arch
+
+    def check_options(self, options, owner):
+        """``options`` with the family's defaults filled in; TypeError naming an unknown one."""
+        unknown = set(options) - set(self.options)
+        if unknown:
+            raise TypeError(f'{owner} got unexpected keyword arguments {sorted(unknown)}; the {self.name} options '
+                            f'are {sorted(self.options)}')
+        return {**self.options, **options}
+
+
+class Trunk(nn.Module):
+    """The stem and stages of a family's model (the class attribute ``family``).
+
+    Args:
+        arch (str | dict): A preset of ``family.arch_zoo`` or a custom dict (:meth:`Family.resolve_arch`).
+        attn_type (str, optional): Layout string overriding the arch's, e.g. ``'IIIS'``.
+        in_channels (int): Input channels.
+        drop_path_rate (float): Stochastic depth, increasing linearly from 0 over all blocks.
+        with_cp (bool): Gradient checkpointing of every block.
+        padding_aware (bool): Each image of a zero-padded batch sees only its own region
+            (:mod:`.image_regions`, :func:`~.stages.iter_stages`).
+        options (dict): The family's options (``family.options``).
+        **kwargs: For the next class of a wrapper's bases (mmengine's ``BaseModule``: ``init_cfg``).
+    """
+
+    family: Family = None
+
+    def __init__(self, arch, attn_type=None, in_channels=3, drop_path_rate=0.1, with_cp=False, padding_aware=False,
+                 options=None, **kwargs):
+        super().__init__(**kwargs)
+        family = self.family
+        arch = family.resolve_arch(arch)
+        attn_type = arch.get('attn_type') if attn_type is None else attn_type
+        if attn_type is None:
+            example = next(iter(family.arch_zoo.values()))['attn_type']
+            raise ValueError(f'a custom arch needs an attention layout: give attn_type, e.g. "{example}"')
+        depths = arch['depths']
+        layout = parse_attn_layout(attn_type, depths, letters=family.letters)
+        options = family.check_options(options or {}, type(self).__name__)
+        dpr = torch.linspace(0, drop_path_rate, sum(depths), device='cpu').tolist()  # also under a meta device
+        drop_path_rates = [dpr[sum(depths[:i]):sum(depths[:i + 1])] for i in range(len(depths))]
+
+        self.arch = arch
+        self.attn_type = attn_type
+        self.drop_path_rate = drop_path_rate
+        self.in_channels = in_channels
+        self.padding_aware = bool(padding_aware)
+        stages, self.stage_dims, self.stride = family.build(self, arch, layout, drop_path_rates, in_channels,
+                                                            with_cp, **options)
+        self.layers = nn.ModuleList(stages)
+        self.min_input_size = self.stride * 2 ** (len(stages) - 1)
+
+    @property
+    def checkpoint_filter(self):
+        """The family's key filter, used by :func:`~inline_backbones.checkpoint.load_pretrained`."""
+        return self.family.checkpoint_filter
+
+    def stem(self, x, regions):
+        """The family's stem: what the first stage takes, with its token map."""
+        return self.family.stem(self, x, regions)
+
+    def iter_stages(self, x, image_shapes=None, stop=None):
+        """Each stage's output tokens (B, N, C) and map, up to stage ``stop`` (:func:`~.stages.iter_stages`)."""
+        return iter_stages(self, x, image_shapes, stop)
+
+    def init_trunk_weights(self):
+        """From scratch: linears truncated normal (std 0.02, zero bias), LayerNorms 1 and 0, the family's
+        ``position_params`` truncated normal (std 0.02)."""
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                trunc_normal_(m.weight, std=.02)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+            elif isinstance(m, nn.LayerNorm):
+                nn.init.ones_(m.weight)
+                nn.init.zeros_(m.bias)
+        for name, p in self.named_parameters():
+            if name.endswith(self.family.position_params):
+                trunc_normal_(p, std=.02)
+
+    def freeze(self, frozen_stages, norms=None):
+        """Eval mode and no gradients for the stem's modules (``frozen_stages >= 0``) and the first
+        ``frozen_stages`` stages, each with its output norm ``norms[i]`` where there is one."""
+        if frozen_stages < 0:
+            return
+        modules = [getattr(self, name) for name in self.family.stem_modules]
+        for i in range(frozen_stages):
+            modules += [self.layers[i]] + ([norms[i]] if norms and norms.get(i) is not None else [])
+        for m in modules:
+            m.eval()
+            for p in m.parameters():
+                p.requires_grad = False
+
+    def set_grad_checkpointing(self, enable=True):
+        """Gradient checkpointing of every block (the ``with_cp`` argument)."""
+        for stage in self.layers:
+            for block in stage.blocks:
+                block.with_cp = enable
+
+    def no_weight_decay(self):
+        """Names of the parameters not decayed in training (the family's ``position_params``)."""
+        return {n for n, _ in self.named_parameters() if n.endswith(self.family.position_params)}
+
