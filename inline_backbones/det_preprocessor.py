@@ -6,7 +6,7 @@ with the same arguments as mmdet's ``DetDataPreprocessor``.
 """
 from mmdet.models.data_preprocessors import DetDataPreprocessor
 
-from .models.image_regions import attach_sample_shapes
+from .regions import attach_sample_shapes
 from .registry import MODELS
 
 

@@ -6,7 +6,7 @@ with the same arguments as mmseg's ``SegDataPreProcessor``.
 """
 from mmseg.models.data_preprocessor import SegDataPreProcessor
 
-from .models.image_regions import attach_sample_shapes
+from .regions import attach_sample_shapes
 from .registry import MODELS
 
 

@@ -8,12 +8,12 @@ import torch
 import torch.nn.functional as F
 from padding_cases import small_backbone
 
-from inline_backbones.models.image_regions import (
+from inline_backbones.regions import (
     SHAPES_ATTR,
     RegionBatch,
     attach_image_shapes,
-    image_shapes_of,
     infer_image_shapes,
+    resolve_regions,
     split_regions,
 )
 
@@ -188,20 +188,20 @@ def test_attach_is_in_place_checked_and_split_regions_unwraps():
 def test_a_region_batch_made_without_regions_acts_as_a_plain_tensor():
     x = batch().as_subclass(torch.Tensor).as_subclass(RegionBatch)
     assert split_regions(x)[1] is None and type(split_regions(x)[0]) is torch.Tensor
-    assert image_shapes_of(x).tolist() == [list(s) for s in SHAPES]            # inferred
+    assert resolve_regions(x).tolist() == [list(s) for s in SHAPES]            # inferred
     for y in (x.clone(), x[:, :, :50], copy.deepcopy(x), x + 1):
         assert not hasattr(y, SHAPES_ATTR)
     assert x.mul_(1) is x and repr(x).endswith('image_shapes=None)')
 
 
-def test_image_shapes_of_order_and_empty_regions():
+def test_resolve_regions_order_and_empty_regions():
     x = batch()
     crop = x[:, :, 64:, :64]
-    assert image_shapes_of(x).tolist() == [list(s) for s in SHAPES]                       # carried
-    assert image_shapes_of(x, [(1, 1)] * 3).tolist() == [[1, 1]] * 3                      # explicit wins
-    assert image_shapes_of(x.as_subclass(torch.Tensor)).tolist() == [list(s) for s in SHAPES]   # inferred
+    assert resolve_regions(x).tolist() == [list(s) for s in SHAPES]                       # carried
+    assert resolve_regions(x, [(1, 1)] * 3).tolist() == [[1, 1]] * 3                      # explicit wins
+    assert resolve_regions(x.as_subclass(torch.Tensor)).tolist() == [list(s) for s in SHAPES]   # inferred
     with pytest.raises(ValueError, match='image 1 has an empty region'):
-        image_shapes_of(crop)
+        resolve_regions(crop)
 
 
 def zero_rows_batch():

@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from padding_cases import small_backbone
 
-from inline_backbones.models.image_regions import SHAPES_ATTR, infer_image_shapes
+from inline_backbones.regions import SHAPES_ATTR, infer_image_shapes
 
 pytest.importorskip('mmseg')
 pytest.importorskip('mmdet')

@@ -14,9 +14,9 @@ from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.layers import register_notrace_function
 from torch import nn
 
+from ..regions import resolve_regions, split_regions
 from .blocks import TransformerBlock
 from .graph_mode import regions_in_graph
-from .image_regions import image_shapes_of, split_regions
 from .masks import fills_map, region_mask
 
 
@@ -54,12 +54,11 @@ class Stage(nn.Module):
 
 def iter_stages(model, x, image_shapes=None, stop=None):
     """Run ``model.stem`` and ``model.layers`` (up to index ``stop``) on the images ``x``; yield each
-    stage's output tokens (B, N, C) and :class:`~.token_map.TokenMap`. ``image_shapes``: each image's
-    own (height, width) in padding-aware mode (else found as :func:`.image_regions.image_shapes_of` says)."""
-    x, carried = split_regions(x)      # a plain tensor from here on (regions a batch carries: image_regions.py)
-    if image_shapes is None:
-        image_shapes = carried if model.padding_aware else None
-    regions = input_regions(x, image_shapes, model.min_input_size, model.padding_aware, type(model).__name__,
+    stage's output tokens (B, N, C) and :class:`~.token_map.TokenMap`. ``image_shapes``: each image's own
+    (height, width) in padding-aware mode (else carried or inferred: :func:`~inline_backbones.regions.resolve_regions`,
+    called once here)."""
+    x, carried = split_regions(x)      # a plain tensor from here on (regions a batch carries: regions.py)
+    regions = input_regions(x, image_shapes, carried, model.min_input_size, model.padding_aware, type(model).__name__,
                             model.in_channels)
     x, tokens = model.stem(mask_pixels(x, regions), regions)
     for stage in model.layers[:None if stop is None else stop + 1]:
@@ -93,9 +92,10 @@ def check_images(x, name, in_channels):
 
 
 @torch.fx.wrap
-def input_regions(x, image_shapes, min_input_size, padding_aware, name, in_channels=3):
+def input_regions(x, image_shapes, carried, min_input_size, padding_aware, name, in_channels=3):
     """Check the input (:func:`check_images`, its size); in padding-aware mode return each image's region (B, 2)
-    on the host."""
+    on the host (:func:`~inline_backbones.regions.resolve_regions`: explicit ``image_shapes`` > ``carried`` >
+    inferred), else None."""
     check_images(x, name, in_channels)
     H, W = x.shape[-2:]
     if min(H, W) < min_input_size:
@@ -112,7 +112,7 @@ def input_regions(x, image_shapes, min_input_size, padding_aware, name, in_chann
                 'call backbone(x, image_shapes) with image_shapes a (B, 2) integer tensor (inference from zeros '
                 'and Python lists cannot be captured)')
         return image_shapes.long().reshape(-1, 2)
-    return image_shapes_of(x, image_shapes)
+    return resolve_regions(x, image_shapes, carried)
 
 
 @torch.fx.wrap
