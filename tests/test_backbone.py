@@ -45,22 +45,6 @@ def test_preset_layouts_and_parameter_counts():
     assert 27 < n['tiny'] < 30 and 48 < n['small'] < 51 and 85 < n['base'] < 90, n
 
 
-def test_out_indices_and_channels_last_order():
-    model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS', out_indices=(1, 3)).eval()
-    assert not hasattr(model, 'norm0') and hasattr(model, 'norm3')
-    outs = model(torch.randn(2, 3, 64, 96))
-    assert [o.shape for o in outs] == [(2, 64, 8, 12), (2, 256, 2, 3)]
-    assert all(o.is_contiguous() for o in outs)
-    with pytest.raises(ValueError, match='out_indices'):
-        InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS', out_indices=(4,))
-
-
-def test_too_small_input_is_rejected():
-    model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS')
-    with pytest.raises(ValueError, match='too small'):
-        model(torch.randn(1, 3, 31, 200))
-
-
 def test_images_in_a_batch_are_independent():
     """Global InLine attention is per image: a batch gives the same outputs as images one by one."""
     model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IIMS1').eval()
@@ -70,37 +54,6 @@ def test_images_in_a_batch_are_independent():
         single = [model(x[i:i + 1]) for i in range(3)]
     for level, out in enumerate(batched):
         torch.testing.assert_close(out, torch.cat([s[level] for s in single]), rtol=1e-4, atol=1e-5)
-
-
-def test_frozen_stages():
-    model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IIIS', frozen_stages=2)
-    model.train()
-    assert not any(p.requires_grad for p in model.patch_embed.parameters())
-    assert not any(m.training for m in model.patch_embed.modules())
-    for i in range(2):
-        assert not any(p.requires_grad for p in model.layers[i].parameters())
-        assert not any(p.requires_grad for p in getattr(model, f'norm{i}').parameters())
-        assert not any(m.training for m in model.layers[i].modules())
-    assert all(p.requires_grad for p in model.layers[2].parameters())
-    assert model.layers[2].training and model.norm2.training
-
-    only_stem = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IIIS', frozen_stages=0).train()
-    assert not any(p.requires_grad for p in only_stem.patch_embed.parameters())
-    assert not only_stem.patch_embed.training
-    assert all(p.requires_grad for name, p in only_stem.named_parameters() if not name.startswith('patch_embed.'))
-
-    all_frozen = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IIIS', frozen_stages=4)
-    all_frozen.train()
-    assert not any(p.requires_grad for p in all_frozen.parameters())
-
-    nothing = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IIIS', frozen_stages=-1).train()
-    assert all(p.requires_grad for p in nothing.parameters()) and all(m.training for m in nothing.modules())
-
-
-@pytest.mark.parametrize('frozen_stages', [-2, 5])
-def test_frozen_stages_out_of_range_is_rejected(frozen_stages):
-    with pytest.raises(ValueError, match=rf'frozen_stages must be in \[-1, 4\], got {frozen_stages}'):
-        InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IIIS', frozen_stages=frozen_stages)
 
 
 class _WithBatchNorm(InLineSwinTransformer):
@@ -311,28 +264,6 @@ def test_block_rejects_unknown_mixer():
     registered = r"\['inline', 'inline_pvt', 'linear', 'spatial_reduction', 'window'\]"
     with pytest.raises(ValueError, match=r"unknown token mixer 'global'; registered: " + registered):
         TransformerBlock(16, 2, dict(type='global'))
-
-
-def test_smallest_input_is_the_last_stride():
-    model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS').eval()
-    with torch.no_grad():
-        assert [o.shape[-2:] for o in model(torch.randn(1, 3, 32, 40))][-1] == (1, 2)
-    with pytest.raises(ValueError, match='32x31 pixels is too small .* at least 32'):
-        model(torch.randn(1, 3, 32, 31))
-
-
-def test_bad_arch_arguments():
-    with pytest.raises(TypeError, match='arch must be a str or a dict, got int'):
-        InLineSwinTransformer(arch=3)
-    with pytest.raises(ValueError, match="one entry per stage"):
-        InLineSwinTransformer(arch=dict(embed_dims=32, depths=[2, 2, 2, 2], num_heads=[1, 2, 4]), attn_type='IIII')
-    with pytest.raises(ValueError, match=r'out_indices \(\) must be non-empty'):
-        InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IIII', out_indices=())
-    with pytest.raises(ValueError, match='out_indices'):
-        InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IIII', out_indices=(-1,))
-    custom = dict(SMALL_ARCH, attn_type='IISS')
-    model = InLineSwinTransformer(arch=custom)
-    assert model.attn_type == 'IISS' and model.arch == custom and model.arch is not custom
 
 
 def test_init_from_scratch_and_from_an_mmengine_init_cfg():

@@ -1,0 +1,246 @@
+"""The contract every model family keeps, written once and parametrized over the families, their layouts and
+their timm models (as timm's ``tests/test_models.py`` is over its models). A new family is one entry of
+:data:`FAMILIES` (and its timm names are found in timm's registry).
+
+Per family: building (presets and custom arch dicts, one error for both), any input size, ``out_indices``,
+``frozen_stages``, padding invariance through mmdet's and mmseg's own preprocessors (explicit and inferred
+regions), zeros outside each region, a checkpoint round trip between the timm classifier and the mmengine
+backbone (the same trunk and keys), the refusal of TorchScript. Per timm model: timm's own
+``test_model_default_cfgs`` assertions (pooled and unpooled shapes, ``output_fmt``, head reset, classifier and
+first-conv names).
+"""
+import math
+from dataclasses import dataclass
+
+import pytest
+import timm
+import torch
+from padding_cases import IMAGE_SIZES, STRIDES, images, relative_difference_on_region
+from test_padding_aware import det_batch, seg_batch
+
+from inline_backbones import (
+    CheckpointMismatchError,
+    InLinePVT,
+    InLinePVTClassifier,
+    InLineSwinClassifier,
+    InLineSwinTransformer,
+)
+from inline_backbones.models.stages import to_nchw
+
+
+@dataclass(frozen=True)
+class Case:
+    backbone: type
+    classifier: type
+    timm_prefix: str
+    small: dict                  # a small arch dict of the family (fast tests)
+    layouts: tuple               # layouts covering every mixer of the family
+    rounding: object             # a stage's map size from the input size over its stride: ceil (pads) or floor (crops)
+    stem: tuple                  # what frozen_stages=0 freezes
+
+
+FAMILIES = {
+    'swin': Case(InLineSwinTransformer, InLineSwinClassifier, 'inline_swin_',
+                 dict(embed_dims=16, depths=[2, 2, 4, 2], num_heads=[1, 2, 4, 8]), ('IIIS', 'IISS', 'IIMS2'),
+                 math.ceil, ('patch_embed',)),
+    'pvt': Case(InLinePVT, InLinePVTClassifier, 'inline_pvt_',
+                dict(embed_dims=[16, 32, 48, 64], depths=[2, 2, 2, 2], num_heads=[1, 2, 3, 4]),
+                ('IIII', 'IISS', 'SSSS'), math.floor, ()),
+}
+FAMILY_LAYOUTS = [(f, layout) for f, case in FAMILIES.items() for layout in case.layouts]
+TIMM_MODELS = sorted(timm.list_models('inline_*'))
+
+
+def small_model(family, layout, **kwargs):
+    """A randomly initialised small backbone of ``family`` (every parameter non-trivial), eval mode, seed fixed."""
+    torch.manual_seed(0)
+    model = FAMILIES[family].backbone(arch=FAMILIES[family].small, attn_type=layout, drop_path_rate=0., **kwargs)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(torch.randn_like(p) * (0.3 if 'norm' in name else 0.1)
+                    + (1.0 if name.endswith('weight') and 'norm' in name else 0.))
+    return model.eval()
+
+
+def region_differences(model, make_batch, explicit):
+    """Per image, the relative difference of its maps batched (padded) and alone, on its own region."""
+    imgs = images()
+    batch, shapes = make_batch(imgs)
+    assert batch.shape[-2:] == (160, 224)
+    with torch.no_grad():
+        batched = model(batch, image_shapes=shapes if explicit and model.padding_aware else None)
+        worst = []
+        for i, img in enumerate(imgs):
+            alone, alone_shapes = make_batch([img])
+            out = model(alone, image_shapes=alone_shapes if explicit and model.padding_aware else None)
+            worst.append(relative_difference_on_region(batched, out, i, IMAGE_SIZES[i]))
+    return worst
+
+
+def test_timm_registry_has_every_family():
+    assert {name.rsplit('_', 1)[0] + '_' for name in TIMM_MODELS} == {c.timm_prefix for c in FAMILIES.values()}
+    assert len(TIMM_MODELS) == 7
+
+
+@pytest.mark.parametrize('family', FAMILIES)
+def test_every_preset_builds_with_its_widths_and_layout(family):
+    case = FAMILIES[family]
+    for preset, arch in case.backbone.arch_zoo.items():
+        with torch.device('meta'):
+            model = case.backbone(arch=preset)
+        dims = arch['embed_dims']
+        widths = [dims * 2 ** i for i in range(len(arch['depths']))] if isinstance(dims, int) else dims
+        assert model.num_features == widths and model.attn_type == arch['attn_type'], preset
+        assert [len(stage.blocks) for stage in model.layers] == arch['depths']
+
+
+@pytest.mark.parametrize('family', FAMILIES)
+def test_arch_errors_are_the_same_for_every_family(family):
+    case = FAMILIES[family]
+    with pytest.raises(ValueError, match='unknown arch'):
+        case.backbone(arch='huge')
+    with pytest.raises(ValueError, match=r"lacks \['num_heads'\]"):
+        case.backbone(arch={k: v for k, v in case.small.items() if k != 'num_heads'}, attn_type=case.layouts[0])
+    with pytest.raises(ValueError, match=r"unknown keys \['window'\]"):
+        case.backbone(arch=dict(case.small, window=7), attn_type=case.layouts[0])
+    with pytest.raises(ValueError, match='one entry per stage'):
+        case.backbone(arch=dict(case.small, num_heads=[1, 2, 4]), attn_type=case.layouts[0])
+    with pytest.raises(ValueError, match='needs an attention layout'):
+        case.backbone(arch=case.small)
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['colour'\]"):
+        case.backbone(arch=case.small, attn_type=case.layouts[0], colour='red')
+    with pytest.raises(TypeError, match='arch must be a str or a dict, got int'):
+        case.backbone(arch=3)
+    custom = dict(case.small, attn_type=case.layouts[1])
+    model = case.backbone(arch=custom)
+    assert model.attn_type == case.layouts[1] and model.arch == {**case.backbone.family.arch_defaults, **custom}
+    assert model.arch is not custom
+
+
+@pytest.mark.parametrize('family, layout', FAMILY_LAYOUTS)
+@pytest.mark.parametrize('size', [(97, 131), (64, 64), (32, 40)])
+def test_any_input_size_gives_every_stride(family, layout, size):
+    case = FAMILIES[family]
+    model = small_model(family, layout)
+    with torch.no_grad():
+        outs = model(torch.randn(2, 3, *size))
+    for i, out in enumerate(outs):
+        h, w = (case.rounding(n / STRIDES[i]) for n in size)
+        assert out.shape == (2, model.num_features[i], h, w) and out.is_contiguous()
+        assert torch.isfinite(out).all()
+    with pytest.raises(ValueError, match='32x31 pixels is too small .* at least 32'):
+        model(torch.randn(1, 3, 32, 31))
+
+
+@pytest.mark.parametrize('family', FAMILIES)
+def test_out_indices_pick_stages_in_order(family):
+    case = FAMILIES[family]
+    model = case.backbone(arch=case.small, attn_type=case.layouts[1], out_indices=(1, 3)).eval()
+    with torch.no_grad():
+        outs = model(torch.randn(1, 3, 64, 96))
+    assert [o.shape for o in outs] == [(1, model.num_features[1], 8, 12), (1, model.num_features[3], 2, 3)]
+    assert [hasattr(model, f'norm{i}') for i in range(4)] == [False, case.backbone.family.output_norms] * 2
+    for bad in [(4,), (), (-1,)]:
+        with pytest.raises(ValueError, match='out_indices'):
+            case.backbone(arch=case.small, attn_type=case.layouts[1], out_indices=bad)
+
+
+@pytest.mark.parametrize('family', FAMILIES)
+@pytest.mark.parametrize('frozen_stages', [-1, 0, 2, 4])
+def test_frozen_stages_freeze_the_stem_and_the_first_stages(family, frozen_stages):
+    case = FAMILIES[family]
+    model = case.backbone(arch=case.small, attn_type=case.layouts[1], frozen_stages=frozen_stages).train()
+    frozen = [getattr(model, name) for name in case.stem] if frozen_stages >= 0 else []
+    frozen += [model.layers[i] for i in range(max(frozen_stages, 0))]
+    frozen += [getattr(model, f'norm{i}') for i in range(max(frozen_stages, 0)) if hasattr(model, f'norm{i}')]
+    frozen_ids = {id(p) for m in frozen for p in m.parameters()}
+    for p in model.parameters():
+        assert p.requires_grad == (id(p) not in frozen_ids)
+    assert all(not m.training for f in frozen for m in f.modules())
+    assert all(m.training for m in model.layers[max(frozen_stages, 0):])
+    for bad in (-2, 5):
+        with pytest.raises(ValueError, match=rf'frozen_stages must be in \[-1, 4\], got {bad}'):
+            case.backbone(arch=case.small, attn_type=case.layouts[1], frozen_stages=bad)
+
+
+@pytest.mark.parametrize('make_batch', [det_batch, seg_batch], ids=['mmdet', 'mmseg'])
+@pytest.mark.parametrize('family, layout', FAMILY_LAYOUTS)
+@pytest.mark.parametrize('explicit', [True, False], ids=['explicit', 'inferred'])
+def test_padding_aware_batched_equals_alone_on_each_region(family, layout, make_batch, explicit):
+    worst = region_differences(small_model(family, layout, padding_aware=True), make_batch, explicit)
+    assert max(worst) < 1e-4, worst
+
+
+@pytest.mark.parametrize('family, layout', [(f, c.layouts[0]) for f, c in FAMILIES.items()]
+                         + [('swin', 'IIMS2'), ('pvt', 'SSSS')])
+def test_without_the_mode_padding_changes_the_features(family, layout):
+    """The same comparison with the mode off shows the batch dependence the mode removes."""
+    assert max(region_differences(small_model(family, layout), det_batch, explicit=False)) > 1e-2
+
+
+@pytest.mark.parametrize('family', FAMILIES)
+def test_padding_aware_outputs_are_zero_outside_each_region(family):
+    batch, shapes = det_batch(images())
+    with torch.no_grad():
+        outs = small_model(family, FAMILIES[family].layouts[1], padding_aware=True)(batch, image_shapes=shapes)
+    for out, stride in zip(outs, STRIDES, strict=True):
+        h, w = -(-IMAGE_SIZES[1][0] // stride), -(-IMAGE_SIZES[1][1] // stride)
+        assert out[1, :, h:].abs().sum() == 0 and out[1, :, :, w:].abs().sum() == 0
+        assert out[1, :, :h, :w].ne(0).float().mean() > 0.99
+
+
+@pytest.mark.parametrize('family', FAMILIES)
+def test_classifier_and_backbone_share_the_trunk_and_its_checkpoints(family, tmp_path):
+    """The timm classifier's file loads strictly into the mmengine backbone (its own loader, init_cfg) and the
+    backbone's stage maps are the classifier's intermediates; a file of another size fails naming keys."""
+    case = FAMILIES[family]
+    torch.manual_seed(0)
+    classifier = case.classifier(arch=case.small, attn_type=case.layouts[1], num_classes=5).eval()
+    path = tmp_path / 'classifier.pth'
+    torch.save({'model': classifier.state_dict()}, path)
+    backbone = case.backbone(arch=case.small, attn_type=case.layouts[1], out_indices=(0, 1, 2),
+                             init_cfg=dict(type='Pretrained', checkpoint=str(path)))
+    backbone.init_weights()
+    trunk_keys = {k for k in classifier.state_dict() if not k.startswith(('head.', 'norm.'))}
+    assert trunk_keys == set(backbone.state_dict()) - {f'norm{i}.{p}' for i in range(3) for p in ('weight', 'bias')}
+    x = torch.randn(1, 3, 96, 128)
+    with torch.no_grad():
+        maps = classifier.forward_intermediates(x, indices=[0, 1, 2], intermediates_only=True)
+        trunk_maps = [to_nchw(out, tokens) for out, tokens in backbone.eval().iter_stages(x, stop=2)]
+    for m, out in zip(maps, trunk_maps, strict=True):
+        assert torch.equal(m, out)
+    bigger = dict(case.small, num_heads=[2 * h for h in case.small['num_heads']])
+    with pytest.raises(CheckpointMismatchError, match='shape mismatch'):
+        case.backbone(arch=bigger, attn_type=case.layouts[1],
+                      init_cfg=dict(type='Pretrained', checkpoint=str(path))).init_weights()
+
+
+@pytest.mark.parametrize('family', FAMILIES)
+def test_torchscript_is_refused_with_the_reason_and_the_alternatives(family):
+    case = FAMILIES[family]
+    model = case.classifier(arch=case.small, attn_type=case.layouts[0], num_classes=3)
+    with pytest.raises(RuntimeError, match='does not support torch.jit.script.*torch.export'):
+        torch.jit.script(model)
+
+
+@pytest.mark.parametrize('name', TIMM_MODELS)
+def test_timm_default_cfg_contract(name):
+    """timm's ``test_model_default_cfgs`` assertions, on the full model at its cfg's input size."""
+    model = timm.create_model(name, pretrained=False).eval()
+    state_dict = model.state_dict()
+    cfg = model.pretrained_cfg
+    assert model.output_fmt == 'NHWC' and model.num_classes == 1000
+    assert model.num_features == model.head_hidden_size == model.feature_info[-1]['num_chs'] > 0
+    x = torch.randn(1, *cfg['input_size'])
+    with torch.no_grad():
+        features = model.forward_features(x)                                     # NHWC, unpooled
+        assert features.shape == (1, *cfg['pool_size'], model.num_features)
+        pre_logits = model.forward_head(features, pre_logits=True)
+        assert pre_logits.shape == (1, model.head_hidden_size)
+        model.reset_classifier(0)
+        assert model.num_classes == 0 and torch.equal(model(x), pre_logits)
+        model.reset_classifier(0, '')
+        assert model(x).shape == (1, *cfg['pool_size'], model.num_features)
+    unpooled = timm.create_model(name, pretrained=False, num_classes=0, global_pool='').eval()
+    assert unpooled(x).shape == (1, *cfg['pool_size'], model.num_features)
+    assert cfg['classifier'] + '.weight' in state_dict and cfg['first_conv'] + '.weight' in state_dict
