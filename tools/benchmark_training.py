@@ -88,8 +88,8 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     parser.add_argument('config', help='a config file, or mmdet::PATH / mmseg::PATH of an upstream config')
     parser.add_argument('--iters', type=int, default=50, help='training iterations (default 50)')
-    parser.add_argument('--warmup', type=int, default=10,
-                        help='iterations left out of the medians (default 10; at most iters - 1)')
+    parser.add_argument('--warmup', type=int,
+                        help='iterations left out of the medians (default: 10, or iters - 1 if fewer)')
     parser.add_argument('--amp', choices=('none', 'fp16', 'bf16'), default='none',
                         help="AmpOptimWrapper with this autocast dtype (fp16 is the configs' --amp); GPU only")
     parser.add_argument('--padding-aware', choices=('config', 'on', 'off'), default='config',
@@ -107,6 +107,8 @@ def parse_args(argv=None):
     parser.add_argument('--scale-down', type=float, default=1.0,
                         help='TESTS ON A CPU ONLY: divide image sizes, resize scales and crop sizes by this')
     args = parser.parse_args(argv)
+    if args.warmup is None:
+        args.warmup = max(0, min(10, args.iters - 1))
     if args.iters < 1 or not 0 <= args.warmup < args.iters:
         parser.error(f'--warmup must lie in [0, --iters) (got --iters {args.iters}, --warmup {args.warmup})')
     if args.scale_down < 1:
@@ -300,7 +302,7 @@ def generate_coco(root, dataset_cfg, task, num_images, factor, seed):
         json.dump(dict(images=images, annotations=annotations,
                        categories=[dict(id=i + 1, name=name) for i, name in enumerate(classes)]), f)
     return dict(format='coco', images=num_images, objects=len(annotations), classes=len(classes),
-                sizes=sorted({(im['height'], im['width']) for im in images}))
+                sizes=[list(hw) for hw in sorted({(im['height'], im['width']) for im in images})])
 
 
 def generate_seg(root, dataset_cfg, task, num_images, factor, seed, fixed_size=None):
@@ -334,7 +336,7 @@ def generate_seg(root, dataset_cfg, task, num_images, factor, seed, fixed_size=N
         cv2.imwrite(osp.join(img_dir, name + img_suffix), img)
         cv2.imwrite(osp.join(seg_dir, name + seg_suffix), label)
     return dict(format='ade20k' if reduce_zero else 'label maps', images=num_images, classes=len(classes),
-                reduce_zero_label=bool(reduce_zero), sizes=sorted(sizes))
+                reduce_zero_label=bool(reduce_zero), sizes=[list(hw) for hw in sorted(sizes)])
 
 
 def fixed_size_of(dataset_cfg, preprocessor_cfg):
