@@ -134,11 +134,12 @@ def build_table(records_paths, amp='fp16', padding_aware='config', only=None):
         if own is None and twin:
             own, source = pick(runs.get(_norm(twin)), want), f'measured ({"3x" if sched == "1x" else "1x"} twin)'
         s_iter = own['median_s_per_iter'] if own else None
-        if s_iter is not None and size in ('T',):
-            t_rows[family] = (config, s_iter)
+        if s_iter is not None and size == 'T' and family not in t_rows:
+            t_rows[family] = ((config, twin), s_iter)
         if s_iter is None and family in t_rows:
-            t_config, t_s = t_rows[family]
-            bb, bb_t = pick(backbones.get(_norm(config)), want), pick(backbones.get(_norm(t_config)), want)
+            t_configs, t_s = t_rows[family]
+            bb = pick(backbones.get(_norm(config)) or backbones.get(_norm(twin or config)), want)
+            bb_t = pick(sum((backbones.get(_norm(c), []) for c in t_configs if c), []), want)
             if bb and bb_t:
                 s_iter, source = t_s + bb['median_step_s'] - bb_t['median_step_s'], f'derived (T + backbone {size} - T)'
         if s_iter is None:
