@@ -118,3 +118,120 @@ def test_a_failing_step_reports_step_command_log_tail_and_what_to_try(tmp_path):
 def test_unknown_mode_is_refused():
     result = subprocess.run(['bash', str(SCRIPT), '--frobnicate'], capture_output=True, text=True)
     assert result.returncode == 2 and 'usage' in result.stderr
+
+
+def _fake_gpu_tools(bin_dir, compute_cap='9.0', nvcc_release='13.0'):
+    """``nvcc`` and ``nvidia-smi`` stubs that describe a machine with one GPU of ``compute_cap``."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    (bin_dir / 'nvcc').write_text(textwrap.dedent(f"""\
+        #!/usr/bin/env bash
+        echo "nvcc: NVIDIA (R) Cuda compiler driver"
+        echo "Cuda compilation tools, release {nvcc_release}, V{nvcc_release}.48"
+        """))
+    (bin_dir / 'nvidia-smi').write_text(textwrap.dedent(f"""\
+        #!/usr/bin/env bash
+        case "$*" in
+          -L) echo "GPU 0: NVIDIA H200 (UUID: GPU-0)" ;;
+          *compute_cap*) echo {compute_cap} ;;
+          *) exit 1 ;;
+        esac
+        """))
+    for name in ('nvcc', 'nvidia-smi'):
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
+
+
+def _stub_torch_python(path, py_version='3.12', torch_version='2.11.0+cu130', capability='9.0'):
+    """A Python with torch ``torch_version`` that sees one GPU of ``capability`` (answers the script's -c
+    queries by their content) and accepts everything else."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(f"""\
+        #!/usr/bin/env bash
+        if [ "$1" = -c ]; then
+          case "$2" in
+            *get_device_capability*) echo "arch={capability}" ;;
+            *torch.__version__*) echo {torch_version} ;;
+            *version_info*) echo {py_version} ;;
+          esac
+          exit 0
+        fi
+        echo "stub python: $*"
+        """))
+    path.chmod(0o755)
+    return path
+
+
+def _gpu_env(tmp_path, **extra):
+    env = {**os.environ, 'PATH': f'{_fake_gpu_tools(tmp_path / "gpu")}:{os.environ["PATH"]}',
+           'INLINE_CACHE': str(tmp_path / 'cache'), 'VENV': str(tmp_path / 'v'), 'MAX_JOBS': '16'}
+    env.pop('TORCH_CUDA_ARCH_LIST', None)
+    env.pop('CUDA_VISIBLE_DEVICES', None)
+    return {**env, **extra}
+
+
+def _plan_with(args, env):
+    result = subprocess.run(['bash', str(SCRIPT), '--plan', *args], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    return dict(line.split('=', 1) for line in result.stdout.splitlines())
+
+
+def test_cuda_plan_takes_the_arch_from_the_gpu_and_keys_the_cache_on_it(tmp_path):
+    """nvcc and a GPU found: CUDA ops for the GPU's architecture (nvidia-smi's compute_cap here, the venv
+    having no torch yet), MAX_JOBS as set, and a cache folder of its own per CUDA release and arch list."""
+    cpu = _plan(INLINE_CACHE=str(tmp_path / 'cache'), VENV=str(tmp_path / 'v'))
+    auto = _plan_with([], _gpu_env(tmp_path))
+    assert auto['flavour'] == 'cuda13.0' and auto['torch_cuda_arch_list'] == '9.0' and auto['max_jobs'] == '16'
+    assert auto['mmcv_build_env'] == 'MMCV_WITH_OPS=1 FORCE_CUDA=1 MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0'
+    assert Path(auto['wheel_dir']).name == f'mmcv-2.1.0-torch2.14.1-cuda13.0-sm90-py311-{auto["recipe_key"]}'
+    assert auto['recipe_key'] != cpu['recipe_key']
+    assert _plan_with(['--cuda'], _gpu_env(tmp_path)) == auto            # the flag gives what detection gives
+    # another GPU generation, or an arch list set by hand, is another wheel
+    a100 = _plan_with([], {**_gpu_env(tmp_path), 'PATH': f'{_fake_gpu_tools(tmp_path / "a100", "8.0")}:'
+                                                          f'{os.environ["PATH"]}'})
+    assert a100['torch_cuda_arch_list'] == '8.0' and a100['recipe_key'] != auto['recipe_key']
+    both = _plan_with(['--cuda'], _gpu_env(tmp_path, TORCH_CUDA_ARCH_LIST='8.0;9.0'))
+    assert both['torch_cuda_arch_list'] == '8.0;9.0' and '-sm80-90-py311-' in both['wheel_dir']
+    assert len({auto['recipe_key'], a100['recipe_key'], both['recipe_key']}) == 3
+
+
+def test_cpu_ops_on_a_gpu_machine_is_the_cpu_recipe_with_the_gpus_hidden(tmp_path):
+    cpu = _plan(INLINE_CACHE=str(tmp_path / 'cache'), VENV=str(tmp_path / 'v'))
+    forced = _plan_with(['--cpu-ops'], _gpu_env(tmp_path))
+    assert forced['flavour'] == 'cpu' and forced['torch_cuda_arch_list'] == '-'
+    assert forced['recipe_key'] == cpu['recipe_key'] and forced['wheel_dir'] == cpu['wheel_dir']
+    assert forced['mmcv_build_env'] == 'MMCV_WITH_OPS=1 FORCE_CUDA=0 MAX_JOBS=16 CUDA_VISIBLE_DEVICES='
+    # without a GPU nothing is hidden: the plain CPU route
+    assert cpu['mmcv_build_env'] == f'MMCV_WITH_OPS=1 FORCE_CUDA=0 MAX_JOBS={cpu["max_jobs"]}'
+
+
+def test_cuda_refusals_say_what_is_missing(tmp_path):
+    no_nvcc = subprocess.run(['bash', str(SCRIPT), '--plan', '--cuda'], capture_output=True, text=True,
+                             env={**os.environ, 'PATH': '/usr/bin:/bin', 'PYTHON': str(_stub_python(
+                                 tmp_path / 'py' / 'python3', '3.11')), 'VENV': str(tmp_path / 'v')})
+    assert no_nvcc.returncode == 1 and '--cuda needs CUDA\'s compiler nvcc on PATH' in no_nvcc.stderr
+    no_arch = subprocess.run(['bash', str(SCRIPT), '--plan', '--cuda'], capture_output=True, text=True,
+                             env=_gpu_env(tmp_path, PATH=f'{_fake_gpu_tools(tmp_path / "g", "n/a")}:'
+                                                         f'{os.environ["PATH"]}'))
+    assert no_arch.returncode == 1 and 'set TORCH_CUDA_ARCH_LIST' in no_arch.stderr
+    both = subprocess.run(['bash', str(SCRIPT), '--plan', '--cuda', '--cpu-ops'], capture_output=True, text=True)
+    assert both.returncode == 2 and 'usage' in both.stderr
+
+
+def test_mmcv_wheel_mode_builds_for_the_given_pythons_torch(tmp_path):
+    """--mmcv-wheel (the GPU machine's route: its own Python 3.12 and torch 2.11): the key and folder follow
+    that interpreter and torch, the arch comes from torch's view of the GPU, and a cached wheel is reused
+    and printed without building."""
+    py = _stub_torch_python(tmp_path / 'sys' / 'python3', capability='9.0')
+    env = _gpu_env(tmp_path, PYTHON=str(py), TORCH_CUDA_ARCH_LIST='')
+    env.pop('TORCH_CUDA_ARCH_LIST')
+    plan = _plan_with(['--mmcv-wheel', '--cuda'], env)
+    assert plan['python'] == f'{py} (3.12)' and plan['torch'] == '2.11.0+cu130' and plan['mode'] == 'mmcv-wheel'
+    assert plan['torch_cuda_arch_list'] == '9.0' and plan['build_mmcv'] == 'yes'
+    assert Path(plan['wheel_dir']).name.startswith('mmcv-2.1.0-torch2.11.0+cu130-cuda13.0-sm90-py312-')
+    wheel = Path(plan['wheel_dir']) / 'mmcv-2.1.0-cp312-cp312-linux_x86_64.whl'
+    wheel.parent.mkdir(parents=True)
+    wheel.write_bytes(b'')
+    out = subprocess.run(['bash', str(SCRIPT), '--mmcv-wheel', '--cuda'], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[-1] == f'mmcv_wheel={wheel}'
+    assert not (tmp_path / 'v').exists()                         # no venv made

@@ -4,6 +4,18 @@
 #   bash tools/setup_env.sh                 # venv in <repo>/.venv
 #   VENV=path/to/venv bash tools/setup_env.sh   # relative paths are relative to the caller's directory
 #   bash tools/setup_env.sh --plan          # resolve paths and the wheel-cache key, print the plan, do nothing
+#   bash tools/setup_env.sh --cuda          # mmcv's ops built for the GPU (also chosen when nvcc and a GPU are found)
+#   bash tools/setup_env.sh --cpu-ops       # mmcv's CPU ops only, even where nvcc and a GPU are found
+#   PYTHON=python3 bash tools/setup_env.sh --mmcv-wheel [--cuda|--cpu-ops]
+#                                           # only build (or take from the cache) mmcv's wheel for $PYTHON's own
+#                                           # torch and print its path; no venv, nothing installed
+#
+# CUDA route: MMCV_WITH_OPS=1 FORCE_CUDA=1, TORCH_CUDA_ARCH_LIST from the visible GPUs (torch's
+# get_device_capability, else nvidia-smi's compute_cap) unless it is set, MAX_JOBS from nproc unless set; the
+# cache key and folder name carry the CUDA release and the arch list. --cpu-ops hides the GPUs from the build
+# (mmcv compiles CUDA ops whenever torch sees a GPU) and gives the CPU flavour: enough for UperNet, not for
+# Mask R-CNN's RoIAlign on CUDA tensors. Offline (the GPU machine): PIP_NO_INDEX=1 PIP_FIND_LINKS=DIR with
+# mmcv's sdist in DIR (tools/fetch_gpu_wheels.sh fetches it).
 #
 # mmcv 2.1.0 has no wheel with compiled ops for torch 2.14, so it is built from the sdist once (about
 # 10 minutes on 2 cores), with -std=c++17 patched to -std=c++20 (torch 2.14 headers need it), and the
@@ -22,8 +34,20 @@ REQ="$ROOT/requirements.txt"
 REQ_TEST="$ROOT/requirements-test.txt"
 STAMP="$VENV/.inline_setup_done"
 LOG="$CACHE/setup.log"
-MODE="${1:-install}"
-case "$MODE" in install|--plan) ;; *) echo "usage: bash tools/setup_env.sh [--plan]" >&2; exit 2 ;; esac
+MODE=install        # install | --plan
+OPS=auto            # auto (CUDA when nvcc and a GPU are found) | cuda (--cuda) | cpu (--cpu-ops)
+WHEEL_ONLY=no       # --mmcv-wheel: build or reuse mmcv's wheel for $PYTHON's torch, nothing else
+usage() { echo "usage: bash tools/setup_env.sh [--plan] [--cuda | --cpu-ops] [--mmcv-wheel]" >&2; exit 2; }
+for arg in "$@"; do
+  case "$arg" in
+    install) ;;
+    --plan) MODE=--plan ;;
+    --cuda) [ "$OPS" = cpu ] && usage; OPS=cuda ;;
+    --cpu-ops) [ "$OPS" = cuda ] && usage; OPS=cpu ;;
+    --mmcv-wheel) WHEEL_ONLY=yes ;;
+    *) usage ;;
+  esac
+done
 
 MMCV_VERSION=2.1.0
 SUPPORTED_PY="3.11"        # the pinned torch/mmcv stack is verified on CPython 3.11 only
@@ -44,7 +68,13 @@ find_python() {
   done
   return 1
 }
-if [ -x "$VENV/bin/python" ]; then
+if [ "$WHEEL_ONLY" = yes ]; then
+  # The wheel is for this interpreter and the torch installed in it, whatever their versions.
+  PY="$(command -v "${PYTHON:-python3}")" || die "--mmcv-wheel: no ${PYTHON:-python3} on PATH (set PYTHON)"
+  SUPPORTED_PY="$(py_version "$PY")"
+  TORCH_V="$("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null)" \
+    || die "--mmcv-wheel builds against the torch installed in $PY, and it has none"
+elif [ -x "$VENV/bin/python" ]; then
   PY="$VENV/bin/python"
   [ "$(py_version "$PY")" = "$SUPPORTED_PY" ] || die "$VENV has Python $(py_version "$PY"); supported: \
 $SUPPORTED_PY. Remove $VENV or point VENV elsewhere."
@@ -55,12 +85,36 @@ python3 = $(py_version python3 || echo none)). Supported: Python $SUPPORTED_PY (
 fi
 
 # ---- the build recipe and its cache key ---------------------------------------------------------
-if command -v nvcc >/dev/null 2>&1 && command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+# The visible GPUs' architectures as TORCH_CUDA_ARCH_LIST wants them ("9.0", "8.0;9.0"): torch's view (the
+# build compiles against it), else nvidia-smi's; nothing when neither answers.
+gpu_arch_list() {
+  local py="$PY" arch
+  [ -x "$VENV/bin/python" ] && [ "$WHEEL_ONLY" = no ] && py="$VENV/bin/python"
+  arch="$("$py" -c 'import torch
+n = torch.cuda.device_count()
+print("arch=" + ";".join(sorted({"%d.%d" % torch.cuda.get_device_capability(i) for i in range(n)})))' 2>/dev/null \
+          | sed -n 's/^arch=\([0-9].*\)$/\1/p')"
+  [ -n "$arch" ] || arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null \
+                            | grep -E '^[0-9]+\.[0-9]+$' | sort -u | paste -sd';')"
+  printf '%s\n' "$arch"
+}
+have_cuda_gpu() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }
+if [ "$OPS" = cuda ]; then
+  command -v nvcc >/dev/null 2>&1 || die "--cuda needs CUDA's compiler nvcc on PATH (e.g. PATH=/usr/local/cuda/bin:\$PATH)"
+fi
+if [ "$OPS" = cuda ] || { [ "$OPS" = auto ] && command -v nvcc >/dev/null 2>&1 && have_cuda_gpu; }; then
   FLAVOUR=cuda$(nvcc --version | sed -n 's/.*release \([0-9.]*\).*/\1/p')
+  ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-$(gpu_arch_list)}"
+  [ -n "$ARCH_LIST" ] || die "no GPU architecture found (torch sees no GPU, nvidia-smi gives no compute_cap): \
+set TORCH_CUDA_ARCH_LIST, e.g. TORCH_CUDA_ARCH_LIST=9.0 for an H100/H200, 8.0 for an A100"
+  export TORCH_CUDA_ARCH_LIST="$ARCH_LIST"
 else
   FLAVOUR=cpu
+  ARCH_LIST=
+  # mmcv's setup.py compiles its CUDA ops whenever torch sees a GPU, FORCE_CUDA=0 or not: hide the GPUs.
+  if [ "$OPS" = cpu ]; then export CUDA_VISIBLE_DEVICES=; fi
 fi
-TORCH_V="$(pin_version torch)"
+[ "$WHEEL_ONLY" = yes ] || TORCH_V="$(pin_version torch)"
 
 # Builds mmcv's wheel from the sdist into $1 (a fresh folder), logging to $LOG.
 build_mmcv() {
@@ -79,9 +133,16 @@ build_mmcv() {
      "$VENV/bin/python" -m pip wheel --no-build-isolation --no-deps -w "$out" .)
   rm -rf "$build"
 }
-RECIPE_KEY="$( { echo "mmcv=$MMCV_VERSION torch=$TORCH_V flavour=$FLAVOUR py=$SUPPORTED_PY patch=$MMCV_PATCH"
+# The CPU recipe's key is the one it always had; the CUDA one adds the arch list (a wheel for one GPU
+# architecture has no kernels for another).
+RECIPE_KEY="$( { echo "mmcv=$MMCV_VERSION torch=$TORCH_V flavour=$FLAVOUR py=$SUPPORTED_PY patch=$MMCV_PATCH${ARCH_LIST:+ \
+arch=$ARCH_LIST}"
                  declare -f build_mmcv; } | sha1sum | cut -c1-12)"
-WHEEL_DIR="$CACHE/mmcv-$MMCV_VERSION-torch$TORCH_V-$FLAVOUR-py${SUPPORTED_PY/./}-$RECIPE_KEY"
+ARCH_TAG="${ARCH_LIST:+-sm$(printf '%s' "$ARCH_LIST" | tr -cd '0-9A-Za-z;+' | tr ';+' '-_')}"
+WHEEL_DIR="$CACHE/mmcv-$MMCV_VERSION-torch$TORCH_V-$FLAVOUR$ARCH_TAG-py${SUPPORTED_PY/./}-$RECIPE_KEY"
+FORCE_CUDA_FLAG=0; [ "$FLAVOUR" = cpu ] || FORCE_CUDA_FLAG=1
+BUILD_ENV="MMCV_WITH_OPS=1 FORCE_CUDA=$FORCE_CUDA_FLAG MAX_JOBS=$MAX_JOBS${ARCH_LIST:+ TORCH_CUDA_ARCH_LIST=$ARCH_LIST}\
+${CUDA_VISIBLE_DEVICES+ CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES}"
 # The stamp covers everything that decides the venv's content.
 SETUP_HASH="$(cat "$REQ" "$REQ_TEST" "${BASH_SOURCE[0]}" | sha1sum | cut -c1-12)"
 
@@ -94,14 +155,19 @@ if [ "$MODE" = --plan ]; then
   echo "python=$PY ($(py_version "$PY"))"
   echo "cache=$CACHE"
   echo "flavour=$FLAVOUR"
+  echo "torch=$TORCH_V"
+  echo "torch_cuda_arch_list=${ARCH_LIST:--}"
+  echo "max_jobs=$MAX_JOBS"
+  echo "mmcv_build_env=$BUILD_ENV"
   echo "recipe_key=$RECIPE_KEY"
   echo "wheel_dir=$WHEEL_DIR"
-  if venv_current; then echo "venv_up_to_date=yes"; echo "build_mmcv=no"
+  if [ "$WHEEL_ONLY" = yes ]; then echo "mode=mmcv-wheel"; echo "build_mmcv=$(have_wheel && echo no || echo yes)"
+  elif venv_current; then echo "venv_up_to_date=yes"; echo "build_mmcv=no"
   else echo "venv_up_to_date=no"; echo "build_mmcv=$(have_wheel && echo no || echo yes)"; fi
   exit 0
 fi
 
-if venv_current; then
+if [ "$WHEEL_ONLY" = no ] && venv_current; then
   echo "[setup] $VENV is up to date"
   exit 0
 fi
@@ -128,6 +194,30 @@ run_logged() {
 }
 : >"$LOG"
 
+# Builds the wheel into $WHEEL_DIR unless the cache has it; only a finished build lands in the cache.
+build_into_cache() {
+  local tmp_wheels="$WHEEL_DIR.partial.$$" start=$SECONDS
+  rm -rf "$tmp_wheels"; mkdir -p "$tmp_wheels"
+  build_mmcv "$tmp_wheels"
+  rm -rf "$WHEEL_DIR"; mv "$tmp_wheels" "$WHEEL_DIR"
+  echo "[setup] mmcv $MMCV_VERSION ($FLAVOUR${ARCH_LIST:+, arch $ARCH_LIST}) built in $((SECONDS - start)) s"
+}
+
+if [ "$WHEEL_ONLY" = yes ]; then
+  "$PY" -c 'import torch, setuptools, pkg_resources, wheel' 2>/dev/null || die "$PY needs torch, wheel and \
+setuptools<82 (mmcv's setup.py imports pkg_resources) to build mmcv"
+  if ! have_wheel; then
+    # build_mmcv runs "$VENV/bin/python": a wrapper that runs $PY (no venv is made).
+    VENV="$(mktemp -d)"; mkdir "$VENV/bin"
+    printf '#!/bin/sh\nexec "%s" "$@"\n' "$PY" >"$VENV/bin/python"; chmod +x "$VENV/bin/python"
+    echo "[setup] building mmcv $MMCV_VERSION for $PY (torch $TORCH_V; $BUILD_ENV) into $WHEEL_DIR"
+    build_into_cache
+    rm -rf "$VENV"
+  fi
+  echo "mmcv_wheel=$(compgen -G "$WHEEL_DIR/mmcv-*.whl" | head -n 1)"
+  exit 0
+fi
+
 [ -x "$VENV/bin/python" ] || { echo "[setup] creating $VENV with $PY"; run_logged "create venv" "$PY" -m venv "$VENV"; }
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 run_logged "upgrade pip/setuptools" "${PIP[@]}" install --upgrade "pip>=24" "setuptools>=77.0.3,<81" wheel
@@ -136,12 +226,9 @@ echo "[setup] torch / torchvision"
 run_logged "install torch" "${PIP[@]}" install "$(pin torch)" "$(pin torchvision)" "numpy>=2,<2.5"
 
 if ! have_wheel; then
-  echo "[setup] building mmcv $MMCV_VERSION ($FLAVOUR) from source into $WHEEL_DIR (about 10 min on 2 cores)"
+  echo "[setup] building mmcv $MMCV_VERSION ($FLAVOUR; $BUILD_ENV) from source into $WHEEL_DIR (about 10 min on 2 cores)"
   run_logged "install mmcv build deps" "${PIP[@]}" install "$(pin mmengine)" ninja psutil
-  tmp_wheels="$WHEEL_DIR.partial.$$"
-  rm -rf "$tmp_wheels"; mkdir -p "$tmp_wheels"
-  build_mmcv "$tmp_wheels"
-  rm -rf "$WHEEL_DIR"; mv "$tmp_wheels" "$WHEEL_DIR"      # only a finished build lands in the cache
+  build_into_cache
 fi
 echo "[setup] mmcv from $WHEEL_DIR"
 run_logged "install mmcv wheel" "${PIP[@]}" install --no-deps "$WHEEL_DIR"/mmcv-*.whl
