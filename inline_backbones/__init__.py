@@ -9,10 +9,16 @@ It also registers the ImageNet classifiers ``inline_swin_{tiny,small,base}`` and
 It imports neither mmdet nor mmseg.
 """
 from .checkpoint import CheckpointMismatchError, allow_mmengine_checkpoints, load_pretrained, route_mmengine_local_loads
-from .models import InLineAttention, InLinePVT, InLineSwinTransformer, WindowAttention, parse_attn_layout
+from .models import (
+                     InLineAttention,
+                     InLinePVT,
+                     InLinePVTClassifier,
+                     InLineSwinClassifier,
+                     InLineSwinTransformer,
+                     WindowAttention,
+                     parse_attn_layout,
+)
 from .registry import MODELS
-from .timm_models import InLineSwinClassifier  # registers inline_swin_{tiny,small,base} with timm
-from .timm_pvt import InLinePVTClassifier  # registers inline_pvt_{tiny,small,medium,large} with timm
 
 allow_mmengine_checkpoints()
 route_mmengine_local_loads()   # mmengine's local checkpoint reads: the same safe load, the package's errors

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .models.masks import shift_sizes
+from .models.tokens.masks import shift_sizes
 
 OPSET = 20     # torch 2.14's default for both exporters
 STRIDE = 32    # the backbones' largest stride: dynamic heights and widths are multiples of it

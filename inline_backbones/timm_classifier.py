@@ -13,21 +13,14 @@ released (``pretrained=True, pretrained_cfg_overlay=dict(file=PATH)``): timm han
 """
 from collections import deque
 
-import torch
-from timm.layers import register_notrace_function
+from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
 from timm.models import build_model_with_cfg
 from timm.models._features import feature_take_indices
 from torch import nn
 
 from .checkpoint import download_checkpoint, extract_state_dict, filter_state_dict, load_pretrained
+from .models.stages import to_nhwc
 from .models.trunk import ARCH_REQUIRED, Trunk
-
-
-@register_notrace_function   # a leaf of fx graphs (also where other modules call it): it reads sizes
-@torch.fx.wrap
-def to_nhwc(x, tokens):
-    """(B, N, C) tokens of the map ``tokens`` -> (B, H, W, C)."""
-    return x.view(-1, *tokens.hw_shape, x.shape[-1])
 
 
 def check_global_pool(global_pool):
@@ -152,7 +145,22 @@ def checkpoint_filter_fn(state_dict, model, source='state dict'):
 TIMM_HINT = "timm.create_model(..., pretrained=True, pretrained_cfg_overlay=dict(file=PATH))"
 
 
-def create_classifier(cls, variant, pretrained, pretrained_cfg_overlay, kwargs):
+def pretrained_cfg(family, url):
+    """timm's pretrained cfg of a released ImageNet-1k model of ``family``: what the released models share (224
+    input, 7 x 7 last map, crop 224/256 bicubic, ImageNet mean/std, ``head``, our loader, the paper), then the
+    family's entries (``Family.pretrained_cfg``: its crop mode and first conv)."""
+    return {
+        'url': url, 'num_classes': 1000, 'input_size': (3, 224, 224), 'pool_size': (7, 7), 'crop_pct': 224 / 256,
+        'interpolation': 'bicubic', 'fixed_input_size': False, 'mean': IMAGENET_DEFAULT_MEAN,
+        'std': IMAGENET_DEFAULT_STD, 'classifier': 'head',
+        'custom_load': True,  # timm calls model.load_pretrained(file): our safe, strict loader
+        'license': 'mit', 'origin_url': 'https://github.com/LeapLabTHU/InLine', 'paper_ids': 'arXiv:2412.06590',
+        'paper_name': 'Bridging the Divide: Reconsidering Softmax and Linear Attention',
+        **family.pretrained_cfg,
+    }
+
+
+def create_classifier(cls, variant, pretrained=False, pretrained_cfg_overlay=None, **kwargs):
     """timm's ``build_model_with_cfg`` for our classifiers: features through ``forward_intermediates``, and a
     file (or url) the user names loads with our loader (timm resets ``custom_load`` when an overlay names a
     weight source, unless the overlay sets it explicitly).
@@ -160,7 +168,7 @@ def create_classifier(cls, variant, pretrained, pretrained_cfg_overlay, kwargs):
     ``pretrained=True`` with a ``url`` (the released link by default) downloads it as the mmengine route does
     (:func:`~inline_backbones.checkpoint.download_checkpoint`: torch's hub cache, a file named by the link's
     hash, kept only if it loads safely as a checkpoint, a timeout, errors that say what to do) and hands timm the
-    local file."""
+    local file. ``kwargs``: the classifier's (``arch``: the preset of ``variant``), timm's (``features_only``...)."""
     from timm.models._builder import resolve_pretrained_cfg
 
     depths = kwargs.get('depths') or cls.family.resolve_arch(kwargs['arch'])['depths']

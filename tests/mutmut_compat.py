@@ -4,7 +4,7 @@ so the fx tests skip there and run everywhere else; so does a torch.compile test
 reports differently through the trampolines."""
 import pytest
 
-from inline_backbones.models import fused_linear
+from inline_backbones.models.mixers import fused_linear
 
 UNDER_MUTMUT = any('mutmut' in name for name in vars(fused_linear))
 fx_on_unwrapped_code = pytest.mark.skipif(UNDER_MUTMUT, reason='torch.fx cannot trace through mutmut trampolines')

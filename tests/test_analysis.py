@@ -7,8 +7,8 @@ from inline_backbones import InLineAttention
 from inline_backbones.analysis import AnalysisSettings, analyze_layer, inline_rows, linear_rows
 from inline_backbones.analysis import statistics as st
 from inline_backbones.analysis.capture import AttentionInput
-from inline_backbones.models.linear_attention import EPS
-from inline_backbones.models.token_map import TokenMap
+from inline_backbones.models.mixers.linear_attention import EPS
+from inline_backbones.models.tokens.token_map import TokenMap
 
 HW = (5, 7)
 N = HW[0] * HW[1]

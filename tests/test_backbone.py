@@ -5,7 +5,7 @@ import torch
 
 from inline_backbones import InLineAttention, InLineSwinTransformer, WindowAttention
 from inline_backbones.models.stages import Stage
-from inline_backbones.models.token_map import TokenMap
+from inline_backbones.models.tokens.token_map import TokenMap
 
 SMALL_ARCH = dict(embed_dims=32, depths=[2, 2, 2, 2], num_heads=[1, 2, 4, 8])
 

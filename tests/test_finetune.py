@@ -13,8 +13,8 @@ import sys
 
 import pytest
 from mmengine.config import Config
+from shapes_dataset import generate_shapes_dataset
 
-from inline_backbones.data import generate_shapes_dataset
 from inline_backbones.released import SWIN_ARCH_CHECKPOINTS
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))

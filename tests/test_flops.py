@@ -5,7 +5,7 @@ from torch import nn
 
 from inline_backbones import InLineAttention, WindowAttention
 from inline_backbones.analysis import flop_analyzer
-from inline_backbones.models.token_map import TokenMap
+from inline_backbones.models.tokens.token_map import TokenMap
 
 
 class OnMap(nn.Module):

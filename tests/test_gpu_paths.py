@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from inline_backbones import InLinePVT, InLineSwinTransformer
-from inline_backbones.models.inline_paths import force_path, triton_kernels
+from inline_backbones.models.mixers.inline_paths import force_path, triton_kernels
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available() or triton_kernels() is None,
                                 reason='needs a CUDA GPU and the triton package')

@@ -4,8 +4,8 @@ import torch.nn.functional as F
 from conftest import REFERENCE_KERNELS, naive_inline_attention
 
 from inline_backbones import InLineAttention
-from inline_backbones.models.inline_attention import KERNEL_FUNCTIONS
-from inline_backbones.models.token_map import TokenMap
+from inline_backbones.models.mixers.inline_attention import KERNEL_FUNCTIONS
+from inline_backbones.models.tokens.token_map import TokenMap
 
 
 def _released_formula(attn, x):

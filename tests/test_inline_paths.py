@@ -15,11 +15,11 @@ import pytest
 import torch
 from conftest import naive_inline_attention
 
-from inline_backbones.models.inline_attention import KERNEL_FUNCTIONS, InLineAttention
-from inline_backbones.models.inline_paths import PATHS, force_path, select_path, triton_kernels
-from inline_backbones.models.inline_reference import inline_attention_reference
-from inline_backbones.models.pvt_attention import InLinePVTAttention
-from inline_backbones.models.token_map import TokenMap
+from inline_backbones.models.mixers.inline_attention import KERNEL_FUNCTIONS, InLineAttention
+from inline_backbones.models.mixers.inline_paths import PATHS, force_path, select_path, triton_kernels
+from inline_backbones.models.mixers.inline_reference import inline_attention_reference
+from inline_backbones.models.mixers.pvt_attention import InLinePVTAttention
+from inline_backbones.models.tokens.token_map import TokenMap
 
 needs_triton = pytest.mark.skipif(triton_kernels() is None or os.environ.get('TRITON_INTERPRET') != '1',
                                   reason='needs the triton package and its CPU interpreter (TRITON_INTERPRET=1, set by '
@@ -106,7 +106,7 @@ def test_reduced_precision_triton_path_is_as_accurate_as_the_generic_one(dtype, 
 
 @needs_triton
 def test_triton_layer_norm_writes_the_autocast_dtype():
-    from inline_backbones.models.inline_paths import layer_norm
+    from inline_backbones.models.mixers.inline_paths import layer_norm
 
     norm = torch.nn.LayerNorm(96).eval()
     with torch.no_grad():
@@ -185,7 +185,7 @@ def test_a_kernel_that_cannot_be_built_falls_back_to_the_generic_path(monkeypatc
     and later calls take the generic path directly."""
     import triton
 
-    from inline_backbones.models import inline_paths
+    from inline_backbones.models.mixers import inline_paths
 
     def broken(*args):
         raise triton.compiler.errors.CompilationError('kernel.py', None, 'no tf32 dot on this GPU')

@@ -8,10 +8,10 @@ import torch
 import torch.nn.functional as F
 
 from inline_backbones import CheckpointMismatchError, InLinePVT
-from inline_backbones.models.pvt_attention import InLinePVTAttention
-from inline_backbones.models.pvt_checkpoint import from_released
-from inline_backbones.models.pvt_embed import region_pos_embed, resize_pos_embed
-from inline_backbones.models.token_map import TokenMap
+from inline_backbones.models.families.pvt_checkpoint import from_released
+from inline_backbones.models.families.pvt_embed import region_pos_embed, resize_pos_embed
+from inline_backbones.models.mixers.pvt_attention import InLinePVTAttention
+from inline_backbones.models.tokens.token_map import TokenMap
 
 
 @pytest.mark.parametrize('size', pf.SIZES)

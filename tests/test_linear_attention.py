@@ -8,9 +8,9 @@ from conftest import naive_inline_attention
 
 from inline_backbones import InLineAttention, InLineSwinTransformer, parse_attn_layout
 from inline_backbones.models import LinearAttention
-from inline_backbones.models.inline_attention import KERNEL_FUNCTIONS
-from inline_backbones.models.linear_attention import EPS
-from inline_backbones.models.token_map import TokenMap
+from inline_backbones.models.mixers.inline_attention import KERNEL_FUNCTIONS
+from inline_backbones.models.mixers.linear_attention import EPS
+from inline_backbones.models.tokens.token_map import TokenMap
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 SMALL = dict(embed_dims=16, depths=[2, 2, 2, 2], num_heads=[1, 2, 2, 4])

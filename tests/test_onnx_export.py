@@ -18,7 +18,12 @@ from inline_backbones.export import (
     relative_errors,
     run_onnx,
 )
-from inline_backbones.models.graph_mode import exporting, exporting_or_tracing, may_branch_on_size, regions_in_graph
+from inline_backbones.models.tokens.graph_mode import (
+    exporting,
+    exporting_or_tracing,
+    may_branch_on_size,
+    regions_in_graph,
+)
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 TOL = 1e-5                                   # max |onnx - eager| / max |eager|, per output

@@ -4,9 +4,9 @@ import torch
 from conftest import naive_inline_attention
 from padding_cases import IMAGE_SIZES, images, relative_difference_on_region, small_backbone
 
-from inline_backbones.models.inline_attention import KERNEL_FUNCTIONS, InLineAttention
-from inline_backbones.models.token_map import TokenMap
-from inline_backbones.models.window_attention import WindowAttention
+from inline_backbones.models.mixers.inline_attention import KERNEL_FUNCTIONS, InLineAttention
+from inline_backbones.models.mixers.window_attention import WindowAttention
+from inline_backbones.models.tokens.token_map import TokenMap
 from inline_backbones.regions import attach_image_shapes, infer_image_shapes
 
 mmdet_pre = pytest.importorskip('mmdet.models.data_preprocessors')

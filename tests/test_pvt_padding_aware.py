@@ -5,8 +5,8 @@ from padding_cases import IMAGE_SIZES, images, relative_difference_on_region
 from test_padding_aware import det_batch
 
 from inline_backbones import InLinePVT
-from inline_backbones.models.pvt_attention import SpatialReductionAttention
-from inline_backbones.models.token_map import TokenMap
+from inline_backbones.models.mixers.pvt_attention import SpatialReductionAttention
+from inline_backbones.models.tokens.token_map import TokenMap
 
 SMALL = dict(embed_dims=[16, 32, 48, 64], depths=[2, 2, 2, 2], num_heads=[1, 2, 3, 4])
 

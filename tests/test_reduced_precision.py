@@ -7,9 +7,9 @@ import torch.nn.functional as F
 from conftest import naive_inline_attention
 
 from inline_backbones import InLineAttention, InLineSwinTransformer
-from inline_backbones.models import fused_linear
-from inline_backbones.models.fused_linear import linear
-from inline_backbones.models.token_map import TokenMap
+from inline_backbones.models.mixers import fused_linear
+from inline_backbones.models.mixers.fused_linear import linear
+from inline_backbones.models.tokens.token_map import TokenMap
 
 
 def _relative(a, b):

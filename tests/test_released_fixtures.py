@@ -40,7 +40,7 @@ def test_no_shift_at_the_7x7_last_stage_at_224():
     import torch
 
     from inline_backbones.checkpoint import load_checkpoint_file
-    from inline_backbones.models.token_map import TokenMap
+    from inline_backbones.models.tokens.token_map import TokenMap
 
     expected = rf.expected('IIIS')
     backbone = rf.released_backbone('IIIS')

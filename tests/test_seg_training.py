@@ -8,8 +8,7 @@ import subprocess
 import sys
 
 import pytest
-
-from inline_backbones.data import generate_shapes_dataset
+from shapes_dataset import generate_shapes_dataset
 
 pytestmark = pytest.mark.slow
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))

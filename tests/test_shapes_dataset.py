@@ -6,8 +6,7 @@ import os
 import cv2
 import numpy as np
 from pycocotools.coco import COCO
-
-from inline_backbones.data import CLASSES, generate_shapes_dataset
+from shapes_dataset import CLASSES, generate_shapes_dataset
 
 
 def _files(root):

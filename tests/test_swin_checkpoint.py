@@ -1,4 +1,4 @@
-"""The Swin family's checkpoint filter (``inline_backbones.models.swin_checkpoint``) and the generic loader's
+"""The Swin family's checkpoint filter (``inline_backbones.models.families.swin_checkpoint``) and the generic loader's
 use of it: mmdet's Swin key format loads into layout ``SSSS`` and gives mmdet's outputs; unknown or mixed
 formats fail listing their keys; the backbone drops the classifier parts, the classifier keeps or drops its
 head by class count; a model without a filter is loaded as it is, strictly."""
@@ -9,7 +9,7 @@ from torch import nn
 
 from inline_backbones import CheckpointMismatchError, InLineSwinClassifier, InLineSwinTransformer, load_pretrained
 from inline_backbones.checkpoint import FilteredStateDict, filter_state_dict, load_checkpoint_file
-from inline_backbones.models.swin_checkpoint import RELEASED_BUFFERS, checkpoint_filter_fn, detect_format
+from inline_backbones.models.families.swin_checkpoint import RELEASED_BUFFERS, checkpoint_filter_fn, detect_format
 
 SMALL = dict(embed_dims=32, depths=[2, 2, 2, 2], num_heads=[1, 2, 4, 8])
 

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from inline_backbones import CheckpointMismatchError, InLineSwinClassifier
 from inline_backbones.analysis import flop_analyzer
 from inline_backbones.checkpoint import load_checkpoint_file
-from inline_backbones.models.swin_checkpoint import RELEASED_BUFFERS
+from inline_backbones.models.families.swin_checkpoint import RELEASED_BUFFERS
 
 VARIANTS = {'tiny': 'inline_swin_tiny', 'small': 'inline_swin_small', 'base': 'inline_swin_base'}
 

@@ -9,9 +9,9 @@ import sys
 import cv2
 import pytest
 import torch
+from shapes_dataset import CLASSES, PALETTE, generate_shapes_dataset
 
 from inline_backbones.analysis import flop_analyzer
-from inline_backbones.data import CLASSES, PALETTE, generate_shapes_dataset
 
 pytestmark = pytest.mark.slow
 

@@ -6,8 +6,8 @@ import torch.nn.functional as F
 from conftest import naive_inline_attention
 from padding_cases import small_backbone
 
-from inline_backbones.models.inline_attention import InLineAttention
-from inline_backbones.models.token_map import TokenMap
+from inline_backbones.models.mixers.inline_attention import InLineAttention
+from inline_backbones.models.tokens.token_map import TokenMap
 
 
 def windowed(attn, x, hw_shape, window_size, shift, region_shapes=None):

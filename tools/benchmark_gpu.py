@@ -9,7 +9,7 @@ Runs where mmdet is not installed (only torch, timm and this package's core). Th
 ``swin-t`` is ``swin_tiny_patch4_window7_224`` with ``img_size`` set to the input (features of the four
 stages; choose sizes divisible by 224 so that it needs no padding), ``pvt-v2-b1`` is timm's PVT v2-b1 (the
 nearest PVT that timm has: mmdet's PVT v1 is not used here). ``NAME@torch`` forces InLine's ``'torch'``
-path (:mod:`inline_backbones.models.inline_paths`), to compare the GPU path with the generic one in the
+path (:mod:`inline_backbones.models.mixers.inline_paths`), to compare the GPU path with the generic one in the
 same run; ``NAME@reference`` the plain reference.
 
 For every (size, batch), the models run interleaved (one forward each per round), ``--rounds`` rounds after
@@ -39,7 +39,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from inline_backbones import InLinePVT, InLineSwinTransformer  # noqa: E402
-from inline_backbones.models.inline_paths import force_path  # noqa: E402
+from inline_backbones.models.mixers.inline_paths import force_path  # noqa: E402
 from inline_backbones.serving import CUDAGraphBackbone  # noqa: E402
 
 DTYPES = {'fp32': torch.float32, 'bf16': torch.bfloat16, 'fp16': torch.float16}

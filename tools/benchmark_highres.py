@@ -91,7 +91,7 @@ GROWTH = {'swin-t-global': 2.0}
 
 class GlobalSoftmaxAttention(nn.Module):
     """Softmax attention over every token of the map (the global-window Swin baseline); a token mixer
-    (``mixer(x, tokens)``, see inline_backbones/models/mixers.py) that needs nothing from the map."""
+    (``mixer(x, tokens)``, see inline_backbones/models/mixers/__init__.py) that needs nothing from the map."""
 
     def __init__(self, embed_dims, num_heads):
         super().__init__()

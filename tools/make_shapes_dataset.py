@@ -4,7 +4,7 @@
 """
 import argparse
 
-from inline_backbones.data import generate_shapes_dataset
+from shapes_dataset import generate_shapes_dataset
 
 
 def main():

@@ -4,14 +4,14 @@ q, k, v and outputs.
 The backbone's stages and blocks (``backbone.layers[i].blocks[j].attn``, the structure the stage loop
 of :mod:`inline_backbones.models.stages` runs) are walked for InLine mixers; a forward hook on each
 records its input tokens ``X`` (N x C, after ``norm1``) and the map's ``hw_shape`` from the
-:class:`~inline_backbones.models.token_map.TokenMap` it was called with. q, k, v and the 3x3 residual
+:class:`~inline_backbones.models.tokens.token_map.TokenMap` it was called with. q, k, v and the 3x3 residual
 come from the mixer itself (:meth:`InLineAttention.head_qkv`, :meth:`InLineAttention.residual_output`).
 """
 from typing import NamedTuple
 
 import torch
 
-from ..models.inline_attention import InLineAttention
+from ..models.mixers.inline_attention import InLineAttention
 
 
 class AttentionInput(NamedTuple):

@@ -5,7 +5,7 @@ Both attentions of a head are affine in a per-query vector: row ``i`` is ``A_i =
 
 * InLine (``phi`` the layer's kernel, ``s = d^-0.5``): ``A_ij = s/N (q_i . k_j - q_i . mean_l k_l) + 1/N``,
   so ``K = phi(k) - mean(phi(k))``, ``u_i = s/N phi(q_i)``, ``c = 1/N``;
-* plain linear attention (non-negative ``phi``, as :class:`~inline_backbones.models.linear_attention.
+* plain linear attention (non-negative ``phi``, as :class:`~inline_backbones.models.mixers.linear_attention.
   LinearAttention`): ``A_ij = phi(q_i) . phi(k_j) / (N (phi(q_i) . mean(phi(k)) + eps))``, so
   ``K = phi(k)``, ``u_i = phi(q_i) / (N (phi(q_i) . mean(phi(k)) + eps))``, ``c = 0``.
 
@@ -17,8 +17,8 @@ from typing import NamedTuple
 
 import torch
 
-from ..models.inline_attention import KERNEL_FUNCTIONS
-from ..models.linear_attention import EPS, LINEAR_KERNELS
+from ..models.mixers.inline_attention import KERNEL_FUNCTIONS
+from ..models.mixers.linear_attention import EPS, LINEAR_KERNELS
 
 
 class AffineRows(NamedTuple):

@@ -1,9 +1,12 @@
-from .inline_attention import InLineAttention
-from .inline_pvt import InLinePVT
-from .inline_swin import InLineSwinTransformer
+"""The models: tokens and their maps (:mod:`.tokens`), the token mixers (:mod:`.mixers`), the trunk every family
+shares (:mod:`.trunk`, :mod:`.stages`, :mod:`.blocks`, :mod:`.layout`) with its mmdet/mmseg wrapper
+(:mod:`.backbone`), and one module per family (:mod:`.families`: its table, backbone, timm classifiers)."""
+from .families.inline_pvt import InLinePVT, InLinePVTClassifier
+from .families.inline_swin import InLineSwinClassifier, InLineSwinTransformer
 from .layout import parse_attn_layout
-from .linear_attention import LinearAttention
-from .window_attention import WindowAttention
+from .mixers.inline_attention import InLineAttention
+from .mixers.linear_attention import LinearAttention
+from .mixers.window_attention import WindowAttention
 
-__all__ = ['InLineAttention', 'InLinePVT', 'InLineSwinTransformer', 'LinearAttention', 'WindowAttention',
-           'parse_attn_layout']
+__all__ = ['InLineAttention', 'InLinePVT', 'InLinePVTClassifier', 'InLineSwinClassifier', 'InLineSwinTransformer',
+           'LinearAttention', 'WindowAttention', 'parse_attn_layout']

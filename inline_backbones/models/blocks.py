@@ -9,9 +9,9 @@ import torch.utils.checkpoint as cp
 from timm.layers import DropPath, Mlp, register_notrace_module
 from torch import nn
 
-from .fused_linear import linear
-from .inline_paths import layer_norm
 from .mixers import build_mixer
+from .mixers.fused_linear import linear
+from .mixers.inline_paths import layer_norm
 
 
 @register_notrace_module   # a leaf of fx graphs (it branches on the device): a call_module node, as nn.LayerNorm

@@ -14,7 +14,7 @@ def parse_attn_layout(layout, depths, letters=None):
     """Expand ``layout`` into per-stage lists of mixer names (``letters``: letter -> name, by default
     InLine-Swin's; ``M`` mixes the ``I`` and ``S`` mixers); raise ValueError if malformed."""
     if letters is None:
-        from .inline_swin import LETTERS as letters  # the default family's table (imported here: no cycle)
+        from .families.inline_swin import LETTERS as letters  # the default family's table (imported here: no cycle)
     letters_map = letters
     if not isinstance(layout, str):
         raise TypeError(f'attn_type must be a layout string such as "IIIS", got {type(layout).__name__}')

@@ -16,8 +16,8 @@ from torch import nn
 
 from ..regions import resolve_regions, split_regions
 from .blocks import TransformerBlock
-from .graph_mode import regions_in_graph
-from .masks import fills_map, region_mask
+from .tokens.graph_mode import regions_in_graph
+from .tokens.masks import fills_map, region_mask
 
 
 class Stage(nn.Module):
@@ -131,3 +131,10 @@ def to_nchw(x, tokens):
     H, W = tokens.hw_shape
     x = tokens.mask_outside(x)
     return x.view(-1, H, W, x.shape[-1]).permute(0, 3, 1, 2).contiguous()
+
+
+@register_notrace_function   # a leaf of fx graphs (also where other modules call it): it reads sizes
+@torch.fx.wrap
+def to_nhwc(x, tokens):
+    """(B, N, C) tokens of the map ``tokens`` -> (B, H, W, C) (a view: the classifiers' layout, as timm's Swin)."""
+    return x.view(-1, *tokens.hw_shape, x.shape[-1])

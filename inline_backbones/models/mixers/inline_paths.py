@@ -28,7 +28,7 @@ import logging
 import torch
 import torch.nn.functional as F
 
-from .graph_mode import exporting_or_tracing
+from ..tokens.graph_mode import exporting_or_tracing
 
 PATHS = ('reference', 'torch', 'triton')
 _forced = None
@@ -54,7 +54,7 @@ def force_path(name):
 def triton_kernels():
     """The kernel modules ``(inline_triton, layer_norm_triton)``, or None when Triton does not import."""
     try:
-        from ..kernels import inline_triton, layer_norm_triton
+        from ...kernels import inline_triton, layer_norm_triton
     except ImportError:
         return None
     return inline_triton, layer_norm_triton

@@ -17,7 +17,7 @@ count than the model's, which is dropped (the model keeps its new head).
 """
 import re
 
-from ..checkpoint import CheckpointMismatchError, FilteredStateDict, fit_head, keys_line
+from ...checkpoint import CheckpointMismatchError, FilteredStateDict, fit_head, keys_line
 
 HINT = 'check arch, attn_type and that this is an InLine-PVT checkpoint'
 

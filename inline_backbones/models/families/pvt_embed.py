@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from timm.layers import register_notrace_module
 from torch import nn
 
-from .masks import fills_map, to_device
-from .stages import to_nchw
+from ..stages import to_nchw
+from ..tokens.masks import fills_map, to_device
 
 
 def resize_pos_embed(pos_embed, src_shape, dst_shape):

@@ -43,12 +43,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..tokens.graph_mode import exporting_or_tracing, may_branch_on_size
+from ..tokens.masks import from_windows, to_windows
 from .fused_linear import linear
-from .graph_mode import exporting_or_tracing, may_branch_on_size
 from .inline_autograd import attend_gpu_train
 from .inline_paths import attend_gpu, select_path, with_fallback
 from .inline_reference import inline_attention_reference
-from .masks import from_windows, to_windows
 
 KERNEL_FUNCTIONS = {
     'identity': lambda x: x,

@@ -13,9 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..tokens.graph_mode import exporting, may_branch_on_size
+from ..tokens.masks import from_windows, to_windows
 from .fused_linear import linear
-from .graph_mode import exporting, may_branch_on_size
-from .masks import from_windows, to_windows
 
 
 def relative_position_index(window_size):

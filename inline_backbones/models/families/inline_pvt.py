@@ -1,18 +1,36 @@
-"""The InLine-PVT family (:data:`PVT`, also PVT v1) and its mmdet/mmseg backbone :class:`InLinePVT`.
+"""The InLine-PVT family (:data:`PVT`; also PVT v1): its table, its mmdet/mmseg backbone :class:`InLinePVT`
+and its timm classifiers :class:`InLinePVTClassifier`.
 
 Four stages, each its own patch embedding (conv, kernel = stride = 4, then 2, 2, 2; LayerNorm) and position
 embedding (:class:`~.pvt_embed.PVTEmbed`) then pre-norm blocks; no stem modules, no output norms.
+
+The classifiers ``inline_pvt_{tiny,small,medium,large}`` are registered in timm's model registry when
+``inline_backbones`` is imported: the family's trunk (the backbone's keys) and the released model's head: with
+``t`` the tokens (B, N, C) out of the last stage, ``logits = head(mean_N(t))`` (no final norm, no class token).
+Their state dicts hold our names for the released keys (:mod:`.pvt_checkpoint`); released files load through
+timm as released::
+
+    timm.create_model('inline_pvt_tiny', pretrained=True, pretrained_cfg_overlay=dict(file='inline_pvt_t.pth'))
+
+timm hands the file to :meth:`~inline_backbones.timm_classifier.Classifier.load_pretrained` (``custom_load``): the
+package's safe loader (``weights_only=True``, yacs not needed), strict (anything missing, unexpected or
+mis-shaped raises :class:`~inline_backbones.checkpoint.CheckpointMismatchError` naming the keys).
+``pretrained=True`` alone downloads the released file (``url`` of the pretrained cfg) into torch's hub cache first
+(the package's verified download, :func:`~inline_backbones.timm_classifier.create_classifier`).
 """
 import torch
 import torch.nn.functional as F
+from timm.models import generate_default_cfgs, register_model
 
-from ..registry import MODELS
-from .backbone import Backbone
+from ...registry import MODELS
+from ...released import PVT_ARCH_CHECKPOINTS
+from ...timm_classifier import Classifier, create_classifier, pretrained_cfg
+from ..backbone import Backbone
+from ..stages import Stage
+from ..tokens.token_map import TokenMap
+from ..trunk import Family
 from .pvt_checkpoint import checkpoint_filter_fn
 from .pvt_embed import PVTEmbed
-from .stages import Stage
-from .token_map import TokenMap
-from .trunk import Family
 
 # Layout letters of the PVT family: mixer names of :mod:`.mixers`.
 LETTERS = {'I': 'inline_pvt', 'S': 'spatial_reduction'}
@@ -71,7 +89,9 @@ def stem(trunk, x, regions):
 PVT = Family(
     name='InLine-PVT', arch_zoo=ARCH_ZOO, letters=LETTERS, options=OPTIONS, build=build, stem=stem,
     checkpoint_filter=checkpoint_filter_fn, arch_defaults=ARCH_DEFAULTS,
-    per_stage=('embed_dims', 'depths', 'num_heads', 'mlp_ratios', 'sr_ratios'), position_params=('pos_embed',))
+    per_stage=('embed_dims', 'depths', 'num_heads', 'mlp_ratios', 'sr_ratios'), position_params=('pos_embed',),
+    # the authors' evaluation: squash-resize to 256 x 256, centre crop 224
+    pretrained_cfg=dict(crop_mode='squash', first_conv='layers.0.embed.proj'))
 
 
 @MODELS.register_module()
@@ -116,6 +136,41 @@ class InLinePVT(Backbone):
 
     family = PVT
     arch_zoo = ARCH_ZOO
+
+
+class InLinePVTClassifier(Classifier):
+    """InLine-PVT ImageNet classifier: the stages, average pool, ``head`` (no final norm) (arguments:
+    :class:`~inline_backbones.timm_classifier.Classifier`; options: :class:`InLinePVT`'s)."""
+
+    family = PVT
+
+
+default_cfgs = generate_default_cfgs({f'inline_pvt_{arch}.in1k': pretrained_cfg(PVT, url)
+                                      for arch, url in PVT_ARCH_CHECKPOINTS.items()})
+
+
+@register_model
+def inline_pvt_tiny(pretrained=False, **kwargs):
+    """InLine-PVT-T @ 224: depths 2-2-2-2, layout IIII; 12.0M params, 2.0G FLOPs (paper)."""
+    return create_classifier(InLinePVTClassifier, 'inline_pvt_tiny', pretrained, arch='tiny', **kwargs)
+
+
+@register_model
+def inline_pvt_small(pretrained=False, **kwargs):
+    """InLine-PVT-S @ 224: depths 3-4-6-3, layout IIII; 21.6M params, 3.9G FLOPs (paper)."""
+    return create_classifier(InLinePVTClassifier, 'inline_pvt_small', pretrained, arch='small', **kwargs)
+
+
+@register_model
+def inline_pvt_medium(pretrained=False, **kwargs):
+    """InLine-PVT-M @ 224: depths 3-4-18-3, layout IIII; 37.6M params, 6.9G FLOPs (paper)."""
+    return create_classifier(InLinePVTClassifier, 'inline_pvt_medium', pretrained, arch='medium', **kwargs)
+
+
+@register_model
+def inline_pvt_large(pretrained=False, **kwargs):
+    """InLine-PVT-L @ 224: depths 3-8-27-3, layout IIII; 51.2M params (paper: 50.2M), 10.2G FLOPs (paper)."""
+    return create_classifier(InLinePVTClassifier, 'inline_pvt_large', pretrained, arch='large', **kwargs)
 
 
 @torch.fx.wrap   # a leaf of fx graphs: it branches on sizes

@@ -30,7 +30,7 @@ Key formats accepted:
 """
 import re
 
-from ..checkpoint import CheckpointMismatchError, FilteredStateDict, fit_head, keys_line
+from ...checkpoint import CheckpointMismatchError, FilteredStateDict, fit_head, keys_line
 
 # Buffers of the released models that our modules rebuild instead of keeping in their state dicts.
 RELEASED_BUFFERS = ('.relative_position_index', '.attn_mask')

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from timm.layers import register_notrace_function
 
-from .graph_mode import exporting_or_tracing
+from ..tokens.graph_mode import exporting_or_tracing
 
 _logger = logging.getLogger(__name__)
 

@@ -1,20 +1,44 @@
-"""The InLine-Swin family (:data:`SWIN`) and its mmdet/mmseg backbone :class:`InLineSwinTransformer`.
+"""The InLine-Swin family (:data:`SWIN`): its table, its mmdet/mmseg backbone :class:`InLineSwinTransformer` and
+its timm classifiers :class:`InLineSwinClassifier`.
 
 Swin's four-stage hierarchy: a stride-``patch_size`` patch embedding (the stem), then stages of pre-norm blocks,
 each but the last followed by patch merging (stride x2, width x2). Each stage's token mixer is the layout letter's:
 ``I`` InLine attention (global, or in windows), ``S`` Swin's shifted-window softmax, ``L`` plain linear attention,
-``M`` mixed (:mod:`.layout`). Outputs go through a LayerNorm per stage.
+``M`` mixed (:mod:`~inline_backbones.models.layout`). Outputs go through a LayerNorm per stage.
+
+The classifiers ``inline_swin_tiny``, ``inline_swin_small``, ``inline_swin_base`` are registered in timm's model
+registry when ``inline_backbones`` is imported: the family's trunk (the backbone's keys) and the released model's
+head: with ``t`` the tokens (B, N, C) out of the last stage, ``logits = head(mean_N(norm(t)))`` (LayerNorm
+``norm``, average over the N tokens, Linear ``head``). Their state dicts hold exactly the keys of the released
+checkpoints (``patch_embed.*``, ``layers.*``, ``norm.*``, ``head.*``) except the buffers ``relative_position_index``
+and ``attn_mask``, which the model rebuilds (:data:`.swin_checkpoint.RELEASED_BUFFERS`).
+
+Released files load through timm: ``pretrained=True`` downloads the authors' file once (torch's hub cache,
+verified; offline, the error says where to put a copy), or name a local copy::
+
+    timm.create_model('inline_swin_tiny', pretrained=True)
+    timm.create_model('inline_swin_tiny', pretrained=True, pretrained_cfg_overlay=dict(file='inline_swin_t.pth'))
+
+timm hands the file to :meth:`~inline_backbones.timm_classifier.Classifier.load_pretrained` (``custom_load`` in the
+pretrained cfg), which reads it with the package's safe loader (``weights_only=True``, yacs not needed) and loads
+it strictly: anything missing, unexpected or mis-shaped raises
+:class:`~inline_backbones.checkpoint.CheckpointMismatchError` naming the keys. ``num_classes=N``
+(N != 1000) keeps a new head; ``features_only=True`` gives the NCHW maps of the stages (timm's
+``FeatureGetterNet`` over :meth:`~inline_backbones.timm_classifier.Classifier.forward_intermediates`).
 """
 import torch
+from timm.models import generate_default_cfgs, register_model
 from torch import nn
 
-from ..registry import MODELS
-from .backbone import Backbone
-from .blocks import PatchEmbed, PatchMerging
-from .stages import Stage
+from ...registry import MODELS
+from ...released import SWIN_ARCH_CHECKPOINTS
+from ...timm_classifier import Classifier, create_classifier, pretrained_cfg
+from ..backbone import Backbone
+from ..blocks import PatchEmbed, PatchMerging
+from ..stages import Stage
+from ..tokens.token_map import TokenMap
+from ..trunk import Family
 from .swin_checkpoint import checkpoint_filter_fn
-from .token_map import TokenMap
-from .trunk import Family
 
 LETTERS = {'I': 'inline', 'S': 'window', 'L': 'linear'}
 
@@ -74,7 +98,9 @@ def _token_map(images, hw_shape, regions, stride):
 SWIN = Family(
     name='InLine-Swin', arch_zoo=ARCH_ZOO, letters=LETTERS, options=OPTIONS, build=build, stem=stem,
     checkpoint_filter=checkpoint_filter_fn, stem_modules=('patch_embed',), output_norms=True,
-    position_params=('relative_position_bias_table',))
+    position_params=('relative_position_bias_table',),
+    # evaluation as in the authors' (Swin's) code: short side to 256, centre crop 224
+    pretrained_cfg=dict(crop_mode='center', first_conv='patch_embed.proj'))
 
 
 @MODELS.register_module()
@@ -115,7 +141,7 @@ class InLineSwinTransformer(Backbone):
             Defaults to False (today's behaviour, bit for bit).
         inline_window_size (int, optional): None: InLine blocks attend globally (default). An int:
             InLine blocks attend within windows of that size, shifted by half on odd blocks of each
-            stage, as in the authors' code (56 there); see :mod:`inline_backbones.models.masks`.
+            stage, as in the authors' code (56 there); see :mod:`inline_backbones.models.tokens.masks`.
         init_cfg (dict, optional): ``dict(type='Pretrained', checkpoint=PATH[, prefix='backbone.'])``
             loads a released ImageNet checkpoint (or a detector/segmentor one with ``prefix``) strictly:
             see :func:`inline_backbones.checkpoint.load_pretrained`.
@@ -123,3 +149,32 @@ class InLineSwinTransformer(Backbone):
 
     family = SWIN
     arch_zoo = ARCH_ZOO
+
+
+class InLineSwinClassifier(Classifier):
+    """InLine-Swin ImageNet classifier: the trunk, final ``norm``, average pool, ``head`` (arguments:
+    :class:`~inline_backbones.timm_classifier.Classifier`; options: :class:`InLineSwinTransformer`'s)."""
+
+    family = SWIN
+
+
+default_cfgs = generate_default_cfgs({f'inline_swin_{arch}.in1k': pretrained_cfg(SWIN, url)
+                                      for arch, url in SWIN_ARCH_CHECKPOINTS.items()})
+
+
+@register_model
+def inline_swin_tiny(pretrained=False, **kwargs):
+    """InLine-Swin-T @ 224: embed 96, depths 2-2-6-2, layout IIIS; ImageNet-1k top-1 82.4 (paper)."""
+    return create_classifier(InLineSwinClassifier, 'inline_swin_tiny', pretrained, arch='tiny', **kwargs)
+
+
+@register_model
+def inline_swin_small(pretrained=False, **kwargs):
+    """InLine-Swin-S @ 224: embed 96, depths 2-2-18-2, layout IISS; ImageNet-1k top-1 83.6 (paper)."""
+    return create_classifier(InLineSwinClassifier, 'inline_swin_small', pretrained, arch='small', **kwargs)
+
+
+@register_model
+def inline_swin_base(pretrained=False, **kwargs):
+    """InLine-Swin-B @ 224: embed 128, depths 2-2-18-2, layout IIMS2; ImageNet-1k top-1 84.1 (paper)."""
+    return create_classifier(InLineSwinClassifier, 'inline_swin_base', pretrained, arch='base', **kwargs)

@@ -1,3 +1,0 @@
-from .shapes import CLASSES, PALETTE, generate_shapes_dataset
-
-__all__ = ['CLASSES', 'PALETTE', 'generate_shapes_dataset']
