@@ -16,15 +16,19 @@ IMAGE_SIZES = [(128, 224), (150, 171)]
 STRIDES = (4, 8, 16, 32)
 
 
+def randomized(model):
+    """``model`` with every parameter drawn non-trivially (norm weights near 1), in eval mode."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(torch.randn_like(p) * (0.3 if 'norm' in name else 0.1)
+                    + (1.0 if name.endswith('weight') and 'norm' in name else 0.))
+    return model.eval()
+
+
 def small_backbone(preset, **kwargs):
     """A randomly initialised small backbone (every parameter non-trivial), eval mode, seed fixed."""
     torch.manual_seed(0)
-    model = InLineSwinTransformer(arch=SMALL_PRESETS[preset], drop_path_rate=0., **kwargs)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            p.copy_(torch.randn_like(p) * (0.3 if 'norm' in name else 0.1) + (1.0 if name.endswith('weight')
-                                                                               and 'norm' in name else 0.))
-    return model.eval()
+    return randomized(InLineSwinTransformer(arch=SMALL_PRESETS[preset], drop_path_rate=0., **kwargs))
 
 
 def images(seed=0):
@@ -41,4 +45,20 @@ def relative_difference_on_region(batched, alone, index, hw):
         a = out_a[0, :, :h, :w]
         b = out_b[index, :, :h, :w]
         worst = max(worst, ((b - a).norm() / a.norm()).item())
+    return worst
+
+
+def region_differences(model, make_batch, explicit):
+    """Per image of :func:`images`, the relative difference of its maps batched by ``make_batch`` (padded to
+    160 x 224) and alone, on its own region (``explicit``: regions given, else carried or inferred)."""
+    imgs = images()
+    batch, shapes = make_batch(imgs)
+    assert batch.shape[-2:] == (160, 224)
+    with torch.no_grad():
+        batched = model(batch, image_shapes=shapes if explicit and model.padding_aware else None)
+        worst = []
+        for i, img in enumerate(imgs):
+            alone, alone_shapes = make_batch([img])
+            out = model(alone, image_shapes=alone_shapes if explicit and model.padding_aware else None)
+            worst.append(relative_difference_on_region(batched, out, i, IMAGE_SIZES[i]))
     return worst

@@ -5,6 +5,7 @@ asserted (the GPU figures come from tools/gpu_training_check.sh); the record's s
 import json
 import os
 import os.path as osp
+import re
 import statistics
 import subprocess
 import sys
@@ -123,7 +124,10 @@ def _check_record(record, out, iters, warmup):
     assert record['peak_memory_kind'] == 'cpu_max_rss (whole process)'
     v = record['versions']
     assert v['mmcv'] == '2.1.0' and (v['mmcv_ops'] == 'cpu' or v['mmcv_ops'].startswith('cuda'))
-    assert v['torch'] == torch.__version__ and 'benchmark_training.py' in record['command']
+    assert v['torch'] == torch.__version__
+    # the command reproduces the run: this tool with the config and the options it was given
+    command = record['command']
+    assert re.search(r'tools/benchmark_training\.py \S*\.py .*--iters ' + str(iters), command), command
 
 
 @pytest.mark.slow

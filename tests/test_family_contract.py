@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pytest
 import timm
 import torch
-from padding_cases import IMAGE_SIZES, STRIDES, images, relative_difference_on_region
+from padding_cases import IMAGE_SIZES, STRIDES, images, randomized, region_differences
 from test_padding_aware import det_batch, seg_batch
 
 from inline_backbones import (
@@ -54,27 +54,8 @@ TIMM_MODELS = sorted(timm.list_models('inline_*'))
 def small_model(family, layout, **kwargs):
     """A randomly initialised small backbone of ``family`` (every parameter non-trivial), eval mode, seed fixed."""
     torch.manual_seed(0)
-    model = FAMILIES[family].backbone(arch=FAMILIES[family].small, attn_type=layout, drop_path_rate=0., **kwargs)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            p.copy_(torch.randn_like(p) * (0.3 if 'norm' in name else 0.1)
-                    + (1.0 if name.endswith('weight') and 'norm' in name else 0.))
-    return model.eval()
-
-
-def region_differences(model, make_batch, explicit):
-    """Per image, the relative difference of its maps batched (padded) and alone, on its own region."""
-    imgs = images()
-    batch, shapes = make_batch(imgs)
-    assert batch.shape[-2:] == (160, 224)
-    with torch.no_grad():
-        batched = model(batch, image_shapes=shapes if explicit and model.padding_aware else None)
-        worst = []
-        for i, img in enumerate(imgs):
-            alone, alone_shapes = make_batch([img])
-            out = model(alone, image_shapes=alone_shapes if explicit and model.padding_aware else None)
-            worst.append(relative_difference_on_region(batched, out, i, IMAGE_SIZES[i]))
-    return worst
+    return randomized(FAMILIES[family].backbone(arch=FAMILIES[family].small, attn_type=layout, drop_path_rate=0.,
+                                                **kwargs))
 
 
 def test_timm_registry_has_every_family():

@@ -2,7 +2,7 @@
 import pytest
 import torch
 from conftest import naive_inline_attention
-from padding_cases import IMAGE_SIZES, images, relative_difference_on_region, small_backbone
+from padding_cases import images, region_differences, relative_difference_on_region, small_backbone
 
 from inline_backbones.models.mixers.inline_attention import KERNEL_FUNCTIONS, InLineAttention
 from inline_backbones.models.mixers.window_attention import WindowAttention
@@ -33,24 +33,10 @@ def seg_batch(imgs):
     return data['inputs'], [s.img_shape for s in data['data_samples']]
 
 
-def worst_region_difference(model, make_batch, explicit):
-    imgs = images()
-    batch, shapes = make_batch(imgs)
-    assert batch.shape[-2:] == (160, 224)
-    with torch.no_grad():
-        batched = model(batch, image_shapes=shapes if explicit and model.padding_aware else None)
-        worst = []
-        for i, img in enumerate(imgs):
-            alone, alone_shapes = make_batch([img])
-            out = model(alone, image_shapes=alone_shapes if explicit and model.padding_aware else None)
-            worst.append(relative_difference_on_region(batched, out, i, IMAGE_SIZES[i]))
-    return worst
-
-
 def test_windowed_inline_is_batch_invariant_too():
     """Windows of 8 tokens (shifted on odd blocks) on maps of 40 x 56 down to 5 x 7 tokens."""
     model = small_backbone('tiny', padding_aware=True, inline_window_size=8)
-    assert max(worst_region_difference(model, det_batch, explicit=True)) < 1e-4
+    assert max(region_differences(model, det_batch, explicit=True)) < 1e-4
 
 
 @pytest.mark.parametrize('kernel_func', sorted(KERNEL_FUNCTIONS))

@@ -1,7 +1,7 @@
 """Padding-aware InLine-PVT: an image's features on its own region do not depend on the batch's padding."""
 import pytest
 import torch
-from padding_cases import IMAGE_SIZES, images, relative_difference_on_region
+from padding_cases import images, randomized, relative_difference_on_region
 from test_padding_aware import det_batch
 
 from inline_backbones import InLinePVT
@@ -14,26 +14,7 @@ SMALL = dict(embed_dims=[16, 32, 48, 64], depths=[2, 2, 2, 2], num_heads=[1, 2, 
 def small_pvt(layout, **kwargs):
     """A randomly initialised small InLine-PVT (every parameter non-trivial), eval mode, seed fixed."""
     torch.manual_seed(0)
-    model = InLinePVT(SMALL, attn_type=layout, drop_path_rate=0., **kwargs)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            p.copy_(torch.randn_like(p) * (0.3 if 'norm' in name else 0.1)
-                    + (1.0 if name.endswith('weight') and 'norm' in name else 0.))
-    return model.eval()
-
-
-def worst_region_difference(model, make_batch, explicit=True):
-    imgs = images()
-    batch, shapes = make_batch(imgs)
-    assert batch.shape[-2:] == (160, 224)
-    with torch.no_grad():
-        batched = model(batch, image_shapes=shapes if explicit and model.padding_aware else None)
-        worst = []
-        for i, img in enumerate(imgs):
-            alone, alone_shapes = make_batch([img])
-            out = model(alone, image_shapes=alone_shapes if explicit and model.padding_aware else None)
-            worst.append(relative_difference_on_region(batched, out, i, IMAGE_SIZES[i]))
-    return worst
+    return randomized(InLinePVT(SMALL, attn_type=layout, drop_path_rate=0., **kwargs))
 
 
 def test_padding_aware_equals_the_plain_model_on_a_full_batch():

@@ -522,6 +522,10 @@ def main(argv=None):
     args = parse_args(argv)
     import torch
 
+    # the command that reproduces this record: this script with the arguments it was given (not the host process's)
+    command = ' '.join(shlex.quote(a) for a in [sys.executable, osp.abspath(__file__)]
+                       + (sys.argv[1:] if argv is None else list(argv)))
+
     work_dir = args.work_dir or tempfile.mkdtemp(prefix='benchmark_training_')
     os.makedirs(work_dir, exist_ok=True)
     if args.backbone_only:
@@ -531,7 +535,7 @@ def main(argv=None):
         record = dict(config=args.config, task=task, backbone=backbone_summary(cfg.model), amp=args.amp,
                       padding_aware=backbone_summary(cfg.model)['padding_aware'], padding_aware_arg=args.padding_aware,
                       device=str(device), device_name=_device_name(device), versions=_versions(),
-                      command=' '.join(shlex.quote(a) for a in [sys.executable] + sys.argv), iters=args.iters,
+                      command=command, iters=args.iters,
                       warmup=args.warmup, scale_down=args.scale_down,
                       peak_memory_kind='torch.cuda.max_memory_allocated' if device.type == 'cuda' else
                       'cpu_max_rss (whole process)', measured_at=time.strftime('%Y-%m-%d %H:%M:%S'), **measured)
@@ -577,7 +581,7 @@ def main(argv=None):
         padding_aware=backbone_summary(cfg.model)['padding_aware'], padding_aware_arg=args.padding_aware,
         data_preprocessor=cfg.model.data_preprocessor.type, device=str(device), device_name=_device_name(device),
         peak_memory_kind='torch.cuda.max_memory_allocated' if device.type == 'cuda' else 'cpu_max_rss (whole process)',
-        versions=_versions(), command=' '.join(shlex.quote(a) for a in [sys.executable] + sys.argv),
+        versions=_versions(), command=command,
         iters=args.iters, warmup=args.warmup, batch_size=cfg.train_dataloader.batch_size,
         total_batch=cfg.train_dataloader.batch_size * runner.world_size, workers=cfg.train_dataloader.num_workers,
         scale_down=args.scale_down, data=data, distributed=distributed,
