@@ -117,12 +117,14 @@ def _dataset_without_masks(root):
             json.dump(coco, f)
 
 
-def _runner(config, root, work_dir, **extra):
+def _runner(config, root, work_dir, exclude=None, **extra):
+    """A Runner of ``config`` with the tiny model, one epoch (``exclude``: leave out TINY's keys containing it)."""
     from mmengine.config import Config
     from mmengine.runner import Runner
 
     cfg = Config.fromfile(config)
-    options = {k: v for k, v in TINY.items() if 'mask' not in k or cfg.model.roi_head.get('mask_head')}
+    options = {k: v for k, v in TINY.items() if ('mask' not in k or cfg.model.roi_head.get('mask_head'))
+               and not (exclude and exclude in k)}
     cfg.merge_from_dict({**options, **extra})
     cfg.work_dir = str(work_dir)
     return Runner.from_cfg(cfg)
@@ -168,6 +170,39 @@ def test_boxes_only_data_gives_a_faster_rcnn_that_trains_a_step(tmp_path):
     assert runner.iter == 1
     loss = runner.message_hub.get_scalar('train/loss').current()
     assert loss == loss and 0 < loss < 1e3
+
+
+@pytest.mark.parametrize('boxes_only', [False, True], ids=['cascade-mask-rcnn', 'cascade-rcnn'])
+def test_cascade_config_has_the_classes_in_its_three_box_heads_and_trains_a_step(tmp_path, boxes_only):
+    """``--detector cascade``: Cascade Mask R-CNN (Cascade R-CNN for boxes-only data) with the classes in each of
+    the three box heads (and the mask head), the fine-tuning schedule and data inherited; it builds (tiny backbone
+    and heads) and Cascade Mask R-CNN trains a step with a finite loss, NumClassCheckHook satisfied (the boxes-only
+    training path is Faster R-CNN's test's)."""
+    root = tmp_path / 'data'
+    generate_shapes_dataset(str(root), num_train=2, num_val=1, seed=3)
+    if boxes_only:
+        _dataset_without_masks(str(root))
+    out = tmp_path / 'cascade.py'
+    done = subprocess.run([sys.executable, osp.join(ROOT, 'tools', 'finetune_config.py'), str(root), '--detector',
+                           'cascade', '--out', str(out)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert ('(Cascade R-CNN)' if boxes_only else '(Cascade Mask R-CNN)') in done.stdout
+    cfg = Config.fromfile(str(out))
+    roi = cfg.model.roi_head
+    assert cfg.model.type == 'CascadeRCNN' and [h.num_classes for h in roi.bbox_head] == [4, 4, 4]
+    assert (roi.mask_head is None) if boxes_only else roi.mask_head.num_classes == 4
+    assert cfg.train_cfg.max_epochs == 24 and cfg.custom_hooks == [dict(type='NumClassCheckHook')]
+    for head in roi.bbox_head:                     # the tiny model of _runner, for each of the three heads
+        head.update(in_channels=64, fc_out_channels=256)
+    tiny = tmp_path / 'cascade_tiny.py'
+    cfg.dump(str(tiny))
+    runner = _runner(str(tiny), root, tmp_path / 'work', exclude='bbox_head')
+    assert runner.model.roi_head.with_mask != boxes_only and len(runner.model.roi_head.bbox_head) == 3
+    if not boxes_only:
+        runner.train()
+        assert runner.iter == 1
+        loss = runner.message_hub.get_scalar('train/loss').current()
+        assert loss == loss and 0 < loss < 1e3
 
 
 def test_a_head_that_disagrees_with_the_dataset_stops_before_training(tmp_path):

@@ -2,7 +2,7 @@
 
     python tools/finetune_config.py DATA_ROOT [--train-json annotations/instances_train.json]
         [--val-json annotations/instances_val.json] [--train-images images/train/] [--val-images images/val/]
-        [--boxes-only auto|yes|no] [--out configs/finetune_my_data.py]
+        [--boxes-only auto|yes|no] [--detector mask-rcnn|cascade] [--out configs/finetune_my_data.py]
 
 The class names come from the training json's ``categories`` (in id order: label i is the i-th category), and
 every place that depends on them is written out literally: the dataset ``metainfo`` of each split, the heads'
@@ -13,14 +13,23 @@ the mask branch is removed: Faster R-CNN with the InLine-Swin-T FPN, evaluated o
 ``mmdet_configs/mask-rcnn_inline-swin-t_fpn_finetune-custom-coco.py`` (schedule, backbone, released ImageNet
 weights) and adds mmdet's ``NumClassCheckHook``, which stops training and testing before the first
 iteration if a head's class count differs from the dataset's.
+
+``--detector cascade`` writes Cascade Mask R-CNN (Cascade R-CNN for boxes-only data) with the same schedule and data:
+the model of ``mmdet_configs/cascade-mask-rcnn_inline-swin-t_fpn_ms-crop-1x_coco.py`` written out whole, with the
+classes in each of its three box heads and its mask head (a child config cannot change one entry of the base's list
+of heads: lists are replaced whole).
 """
 import argparse
 import json
 import os
 import os.path as osp
+import pprint
 
-BASE = osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), 'mmdet_configs',
-                'mask-rcnn_inline-swin-t_fpn_finetune-custom-coco.py')
+CONFIGS = osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), 'mmdet_configs')
+BASE = osp.join(CONFIGS, 'mask-rcnn_inline-swin-t_fpn_finetune-custom-coco.py')
+CASCADE = osp.join(CONFIGS, 'cascade-mask-rcnn_inline-swin-t_fpn_ms-crop-1x_coco.py')
+NAMES = {('mask-rcnn', False): 'Mask R-CNN', ('mask-rcnn', True): 'Faster R-CNN',
+         ('cascade', False): 'Cascade Mask R-CNN', ('cascade', True): 'Cascade R-CNN'}
 
 
 def read_classes(path):
@@ -37,13 +46,38 @@ def read_classes(path):
     return names, has_masks
 
 
+def _plain(node):
+    """``node`` as plain dicts and lists, without the ``_scope_`` keys mmengine adds to what an ``mmdet::`` base
+    defines (the config's ``default_scope`` is mmdet's)."""
+    if isinstance(node, dict):
+        return {k: _plain(v) for k, v in node.items() if k != '_scope_'}
+    if isinstance(node, (list, tuple)):
+        return type(node)(_plain(v) for v in node)
+    return node
+
+
+def cascade_model(num_classes, boxes_only):
+    """The Cascade model of :data:`CASCADE`, whole, with ``num_classes`` in its three box heads and its mask head
+    (or no mask branch)."""
+    from mmengine.config import Config
+
+    model = _plain(Config.fromfile(CASCADE).model.to_dict())
+    for head in model['roi_head']['bbox_head']:
+        head['num_classes'] = num_classes
+    if boxes_only:
+        model['roi_head'].update(mask_roi_extractor=None, mask_head=None)
+    else:
+        model['roi_head']['mask_head']['num_classes'] = num_classes
+    return model
+
+
 def render(args, classes, boxes_only):
     """The config's text."""
     base = osp.relpath(BASE, osp.dirname(osp.abspath(args.out)))
     root = args.data_root.rstrip('/') + '/'
     lines = [
         f'# Fine-tuning config written by tools/finetune_config.py for {root} ({len(classes)} classes'
-        + (', boxes only: Faster R-CNN' if boxes_only else ', boxes and masks: Mask R-CNN') + ').',
+        + (', boxes only: ' if boxes_only else ', boxes and masks: ') + NAMES[args.detector, boxes_only] + ').',
         '# Every value that depends on your data is written out here, not inherited (docs/finetune.md).',
         f'_base_ = {base!r}',
         '',
@@ -53,7 +87,14 @@ def render(args, classes, boxes_only):
         '',
     ]
     heads = f'bbox_head=dict(num_classes={len(classes)})'
-    if boxes_only:
+    if args.detector == 'cascade':
+        model = pprint.pformat({'_delete_': True, **cascade_model(len(classes), boxes_only)}, width=116,
+                               sort_dicts=False)
+        lines += [f'# The model of {osp.basename(CASCADE)}, written out whole,',
+                  '# with your classes in its three box heads' + ('' if boxes_only else ' and its mask head')
+                  + ' (lists of heads are replaced whole).',
+                  'model = ' + model.replace('\n', '\n' + ' ' * len('model = '))]
+    elif boxes_only:
         lines.append(f'model = dict(roi_head=dict({heads}, mask_roi_extractor=None, mask_head=None))')
     else:
         lines.append(f'model = dict(roi_head=dict({heads}, mask_head=dict(num_classes={len(classes)})))')
@@ -101,6 +142,8 @@ def main(argv=None):
     parser.add_argument('--val-images', default='images/val/')
     parser.add_argument('--boxes-only', choices=['auto', 'yes', 'no'], default='auto',
                         help='auto: boxes only when the training json has no segmentation')
+    parser.add_argument('--detector', choices=['mask-rcnn', 'cascade'], default='mask-rcnn',
+                        help='Mask R-CNN (Faster R-CNN for boxes only) or Cascade Mask R-CNN (Cascade R-CNN)')
     parser.add_argument('--out', default='configs/finetune_my_data.py')
     args = parser.parse_args(argv)
     train_json = osp.join(args.data_root, args.train_json)
@@ -109,12 +152,13 @@ def main(argv=None):
     classes, has_masks = read_classes(train_json)
     boxes_only = args.boxes_only == 'yes' or (args.boxes_only == 'auto' and not has_masks)
     if args.boxes_only == 'no' and not has_masks:
-        parser.error(f'{train_json} has no segmentation: a Mask R-CNN cannot learn masks from it (--boxes-only auto)')
+        parser.error(f'{train_json} has no segmentation: a {NAMES[args.detector, False]} cannot learn masks from it '
+                     '(--boxes-only auto)')
     os.makedirs(osp.dirname(osp.abspath(args.out)), exist_ok=True)
     with open(args.out, 'w') as f:
         f.write(render(args, classes, boxes_only))
     print(f'wrote {args.out}: {len(classes)} classes {tuple(classes)}, '
-          + ('boxes only (Faster R-CNN)' if boxes_only else 'boxes and masks (Mask R-CNN)'))
+          + ('boxes only' if boxes_only else 'boxes and masks') + f' ({NAMES[args.detector, boxes_only]})')
 
 
 if __name__ == '__main__':
