@@ -12,13 +12,10 @@ from .registry import MODELS
 
 @MODELS.register_module()
 class RegionSegDataPreProcessor(SegDataPreProcessor):
-    """mmseg's ``SegDataPreProcessor`` (normalise, pad to ``size``/``size_divisor``
-    in training, to ``test_cfg``'s ``size``/``size_divisor`` in testing), then the batch tensor made a
-    :class:`~inline_backbones.models.image_regions.RegionBatch` carrying each sample's ``img_shape`` (the
-    image before padding, after any rescaling batch augment), which the padding-aware backbone reads instead
-    of inferring the regions. Crops, clones and copies of the batch carry their own regions (mmseg's slide
-    inference crops it); every other operation gives a plain tensor. See
-    :mod:`inline_backbones.models.image_regions`."""
+    """mmseg's ``SegDataPreProcessor`` (normalise, pad to ``size``/``size_divisor`` in training, to
+    ``test_cfg``'s ``size``/``size_divisor`` in testing), then the batch made a
+    :class:`~inline_backbones.regions.RegionBatch` carrying each sample's ``img_shape``
+    (:func:`~inline_backbones.regions.attach_sample_shapes`)."""
 
     def forward(self, data, training=False):
         return attach_sample_shapes(super().forward(data, training))

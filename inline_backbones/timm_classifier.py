@@ -14,7 +14,7 @@ released (``pretrained=True, pretrained_cfg_overlay=dict(file=PATH)``): timm han
 from collections import deque
 
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
-from timm.models import build_model_with_cfg
+from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
 from timm.models._features import feature_take_indices
 from torch import nn
 
@@ -184,3 +184,24 @@ def create_classifier(cls, variant, pretrained=False, pretrained_cfg_overlay=Non
         cls, variant, pretrained, pretrained_cfg_overlay=pretrained_cfg_overlay,
         pretrained_filter_fn=checkpoint_filter_fn, feature_cfg=dict(feature_cls='getter', out_indices=out_indices),
         **kwargs)
+
+
+def register_classifiers(cls, prefix, checkpoints, docs, module):
+    """timm's model registration for a family: ``default_cfgs`` (:func:`pretrained_cfg` of each released link in
+    ``checkpoints``) and one model function ``{prefix}{arch}(pretrained=False, **kwargs)`` per released size, its
+    docstring ``docs[arch]``, set in ``module`` (a family module's ``globals()``) and registered with timm."""
+    family = cls.family
+    module['default_cfgs'] = generate_default_cfgs({f'{prefix}{arch}.in1k': pretrained_cfg(family, url)
+                                                    for arch, url in checkpoints.items()})
+    for arch, doc in docs.items():
+        name = f'{prefix}{arch}'
+        module[name] = register_model(_model_function(cls, name, arch, doc, module['__name__']))
+
+
+def _model_function(cls, name, arch, doc, module_name):
+    """``name(pretrained=False, **kwargs)``: classifier ``cls`` of preset ``arch`` (:func:`create_classifier`)."""
+    def model(pretrained=False, **kwargs):
+        return create_classifier(cls, name, pretrained, arch=arch, **kwargs)
+    model.__name__ = model.__qualname__ = name
+    model.__module__, model.__doc__ = module_name, doc
+    return model

@@ -20,11 +20,10 @@ mis-shaped raises :class:`~inline_backbones.checkpoint.CheckpointMismatchError` 
 """
 import torch
 import torch.nn.functional as F
-from timm.models import generate_default_cfgs, register_model
 
 from ...registry import MODELS
 from ...released import PVT_ARCH_CHECKPOINTS
-from ...timm_classifier import Classifier, create_classifier, pretrained_cfg
+from ...timm_classifier import Classifier, register_classifiers
 from ..backbone import Backbone
 from ..stages import Stage
 from ..tokens.token_map import TokenMap
@@ -145,32 +144,13 @@ class InLinePVTClassifier(Classifier):
     family = PVT
 
 
-default_cfgs = generate_default_cfgs({f'inline_pvt_{arch}.in1k': pretrained_cfg(PVT, url)
-                                      for arch, url in PVT_ARCH_CHECKPOINTS.items()})
-
-
-@register_model
-def inline_pvt_tiny(pretrained=False, **kwargs):
-    """InLine-PVT-T @ 224: depths 2-2-2-2, layout IIII; 12.0M params, 2.0G FLOPs (paper)."""
-    return create_classifier(InLinePVTClassifier, 'inline_pvt_tiny', pretrained, arch='tiny', **kwargs)
-
-
-@register_model
-def inline_pvt_small(pretrained=False, **kwargs):
-    """InLine-PVT-S @ 224: depths 3-4-6-3, layout IIII; 21.6M params, 3.9G FLOPs (paper)."""
-    return create_classifier(InLinePVTClassifier, 'inline_pvt_small', pretrained, arch='small', **kwargs)
-
-
-@register_model
-def inline_pvt_medium(pretrained=False, **kwargs):
-    """InLine-PVT-M @ 224: depths 3-4-18-3, layout IIII; 37.6M params, 6.9G FLOPs (paper)."""
-    return create_classifier(InLinePVTClassifier, 'inline_pvt_medium', pretrained, arch='medium', **kwargs)
-
-
-@register_model
-def inline_pvt_large(pretrained=False, **kwargs):
-    """InLine-PVT-L @ 224: depths 3-8-27-3, layout IIII; 51.2M params (paper: 50.2M), 10.2G FLOPs (paper)."""
-    return create_classifier(InLinePVTClassifier, 'inline_pvt_large', pretrained, arch='large', **kwargs)
+# inline_*_{arch}(pretrained=False, **kwargs) in this module and in timm's registry, with these docstrings.
+register_classifiers(InLinePVTClassifier, 'inline_pvt_', PVT_ARCH_CHECKPOINTS, {
+    'tiny': 'InLine-PVT-T @ 224: depths 2-2-2-2, layout IIII; 12.0M params, 2.0G FLOPs (paper).',
+    'small': 'InLine-PVT-S @ 224: depths 3-4-6-3, layout IIII; 21.6M params, 3.9G FLOPs (paper).',
+    'medium': 'InLine-PVT-M @ 224: depths 3-4-18-3, layout IIII; 37.6M params, 6.9G FLOPs (paper).',
+    'large': 'InLine-PVT-L @ 224: depths 3-8-27-3, layout IIII; 51.2M params (paper: 50.2M), 10.2G FLOPs (paper).',
+}, globals())
 
 
 @torch.fx.wrap   # a leaf of fx graphs: it branches on sizes

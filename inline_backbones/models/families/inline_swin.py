@@ -27,12 +27,11 @@ it strictly: anything missing, unexpected or mis-shaped raises
 ``FeatureGetterNet`` over :meth:`~inline_backbones.timm_classifier.Classifier.forward_intermediates`).
 """
 import torch
-from timm.models import generate_default_cfgs, register_model
 from torch import nn
 
 from ...registry import MODELS
 from ...released import SWIN_ARCH_CHECKPOINTS
-from ...timm_classifier import Classifier, create_classifier, pretrained_cfg
+from ...timm_classifier import Classifier, register_classifiers
 from ..backbone import Backbone
 from ..blocks import PatchEmbed, PatchMerging
 from ..stages import Stage
@@ -158,23 +157,9 @@ class InLineSwinClassifier(Classifier):
     family = SWIN
 
 
-default_cfgs = generate_default_cfgs({f'inline_swin_{arch}.in1k': pretrained_cfg(SWIN, url)
-                                      for arch, url in SWIN_ARCH_CHECKPOINTS.items()})
-
-
-@register_model
-def inline_swin_tiny(pretrained=False, **kwargs):
-    """InLine-Swin-T @ 224: embed 96, depths 2-2-6-2, layout IIIS; ImageNet-1k top-1 82.4 (paper)."""
-    return create_classifier(InLineSwinClassifier, 'inline_swin_tiny', pretrained, arch='tiny', **kwargs)
-
-
-@register_model
-def inline_swin_small(pretrained=False, **kwargs):
-    """InLine-Swin-S @ 224: embed 96, depths 2-2-18-2, layout IISS; ImageNet-1k top-1 83.6 (paper)."""
-    return create_classifier(InLineSwinClassifier, 'inline_swin_small', pretrained, arch='small', **kwargs)
-
-
-@register_model
-def inline_swin_base(pretrained=False, **kwargs):
-    """InLine-Swin-B @ 224: embed 128, depths 2-2-18-2, layout IIMS2; ImageNet-1k top-1 84.1 (paper)."""
-    return create_classifier(InLineSwinClassifier, 'inline_swin_base', pretrained, arch='base', **kwargs)
+# inline_*_{arch}(pretrained=False, **kwargs) in this module and in timm's registry, with these docstrings.
+register_classifiers(InLineSwinClassifier, 'inline_swin_', SWIN_ARCH_CHECKPOINTS, {
+    'tiny': 'InLine-Swin-T @ 224: embed 96, depths 2-2-6-2, layout IIIS; ImageNet-1k top-1 82.4 (paper).',
+    'small': 'InLine-Swin-S @ 224: embed 96, depths 2-2-18-2, layout IISS; ImageNet-1k top-1 83.6 (paper).',
+    'base': 'InLine-Swin-B @ 224: embed 128, depths 2-2-18-2, layout IIMS2; ImageNet-1k top-1 84.1 (paper).',
+}, globals())
