@@ -25,7 +25,7 @@ from inline_backbones import (
     InLineSwinClassifier,
     InLineSwinTransformer,
 )
-from inline_backbones.models.stages import to_nchw
+from inline_backbones.models.stages import to_nchw, to_nhwc
 
 
 @dataclass(frozen=True)
@@ -200,8 +200,47 @@ def test_classifier_and_backbone_share_the_trunk_and_its_checkpoints(family, tmp
 def test_torchscript_is_refused_with_the_reason_and_the_alternatives(family):
     case = FAMILIES[family]
     model = case.classifier(arch=case.small, attn_type=case.layouts[0], num_classes=3)
-    with pytest.raises(RuntimeError, match='does not support torch.jit.script.*torch.export'):
+    message = (f'{case.classifier.__name__} does not support torch.jit.script: its layers branch on Python objects '
+               '(the token map of each stage, the regions of padding-aware mode), which TorchScript cannot type. '
+               "Trace with torch.fx (timm.models.create_feature_extractor / torch.fx.symbolic_trace through timm's "
+               'tracer), export with torch.export.export, or compile with torch.compile (docs/deployment.md)')
+    with pytest.raises(RuntimeError) as error:
         torch.jit.script(model)
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize('family', FAMILIES)
+def test_forward_intermediates_and_pruning_follow_timm(family):
+    """timm's feature interface: the stage maps NCHW or NHWC, ``norm`` on the last stage only, ``indices`` (a list,
+    or n = the last n), ``intermediates_only`` stops after the last index, the final map is ``forward_features``;
+    ``prune_intermediate_layers`` drops the later stages (and the final norm and head if asked)."""
+    case = FAMILIES[family]
+    torch.manual_seed(0)
+    model = randomized(case.classifier(arch=case.small, attn_type=case.layouts[1], num_classes=5))
+    x = torch.randn(2, 3, 96, 128)
+    with torch.no_grad():
+        trunk = [to_nhwc(out, tokens) for out, tokens in model.iter_stages(x)]
+        final, maps = model.forward_intermediates(x)
+        assert torch.equal(final, model.forward_features(x)) and torch.equal(final, model.norm(trunk[3]))
+        assert [m.shape for m in maps] == [t.permute(0, 3, 1, 2).shape for t in trunk]
+        for m, t in zip(maps, trunk, strict=True):
+            assert torch.equal(m, t.permute(0, 3, 1, 2)) and m.is_contiguous()
+        nhwc = model.forward_intermediates(x, indices=[1, 3], norm=True, output_fmt='NHWC', intermediates_only=True)
+        assert len(nhwc) == 2 and torch.equal(nhwc[0], trunk[1]) and torch.equal(nhwc[1], model.norm(trunk[3]))
+        last_two = model.forward_intermediates(x, indices=2, intermediates_only=True)
+        assert [m.shape[1] for m in last_two] == [f['num_chs'] for f in model.feature_info[2:]]
+        stage3 = model.layers[3].forward
+        model.layers[3].forward = None                  # calling the last stage fails from here on
+        early = model.forward_intermediates(x, indices=[0, 1], intermediates_only=True)
+        assert len(early) == 2 and torch.equal(early[1], trunk[1].permute(0, 3, 1, 2))
+        model.layers[3].forward = stage3
+    with pytest.raises(ValueError, match="output_fmt must be 'NCHW' or 'NHWC', got 'NWHC'"):
+        model.forward_intermediates(x, output_fmt='NWHC')
+    assert model.prune_intermediate_layers([0, 1]) == [0, 1]
+    assert len(model.layers) == 2 and model.num_classes == 0 and model.global_pool == ''
+    assert isinstance(model.head, torch.nn.Identity) and model.norm is not None
+    model.prune_intermediate_layers([0], prune_norm=True, prune_head=False)
+    assert len(model.layers) == 1 and isinstance(model.norm, torch.nn.Identity)
 
 
 @pytest.mark.parametrize('name', TIMM_MODELS)
