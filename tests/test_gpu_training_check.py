@@ -10,13 +10,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CHECK = ROOT / 'tools' / 'gpu_training_check.sh'
 FETCH = ROOT / 'tools' / 'fetch_gpu_wheels.sh'
+BACKBONE_CHECK = ROOT / 'tools' / 'gpu_backbone_check.sh'
 # Python packages of the GPU machine's image that the stack needs (/work/.library/device/KINDS.md's list).
 GPU_IMAGE = {'numpy', 'scipy', 'matplotlib', 'six', 'tqdm', 'packaging', 'pillow', 'pyyaml', 'rich', 'regex',
              'opencv-python-headless', 'psutil', 'ninja', 'wheel', 'torch', 'torchvision', 'timm'}
 
 
 def test_scripts_parse():
-    for script in (CHECK, FETCH):
+    for script in (CHECK, FETCH, BACKBONE_CHECK):
         assert subprocess.run(['bash', '-n', str(script)], capture_output=True).returncode == 0, script
 
 
@@ -64,3 +65,20 @@ def test_carried_wheels_and_the_image_cover_the_stacks_needs():
                  'yapf', 'termcolor', 'addict', 'terminaltables', 'platformdirs', 'wcwidth'):
         missing = _requires(dist) - have
         assert not missing, f'{dist} needs {missing}: carry them (tools/fetch_gpu_wheels.sh) or check the image'
+
+
+def test_backbone_check_dry_run_plans_the_gpu_tests_then_every_benchmark(tmp_path):
+    """Issue 30's device script: the carried wheels, the GPU tests, then nine benchmark_gpu.py runs whose options the
+    tool accepts (each parsed by the tool's own argument parser)."""
+    out = subprocess.run(['bash', str(BACKBONE_CHECK)], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, 'DRY_RUN': '1', 'OUT': str(tmp_path / 'out')})
+    assert out.returncode == 0, out.stderr
+    cmds = [line[2:] for line in out.stdout.splitlines() if line.startswith('+ ')]
+    assert '--target /tmp/site' in cmds[0] and 'tests/test_gpu_paths.py' in cmds[1]
+    benches = [c.split('tools/benchmark_gpu.py ', 1)[1] for c in cmds if 'tools/benchmark_gpu.py' in c]
+    assert len(benches) == 9 and any('--cuda-graphs' in b for b in benches) and any('--train' in b for b in benches)
+    import sys
+    sys.path.insert(0, str(ROOT / 'tools'))
+    import benchmark_gpu
+    for b in benches:
+        benchmark_gpu.parse_args(b.split())

@@ -211,7 +211,8 @@ def markdown(rows):
     return '\n'.join(lines) + '\n'
 
 
-def main(argv=None):
+def parse_args(argv=None):
+    """The command line (``argv``: a list, or ``sys.argv``), checked."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--sizes', nargs='+', type=int, default=[448, 1120, 2240])
     parser.add_argument('--batches', nargs='+', type=int, default=[1, 8])
@@ -230,13 +231,18 @@ def main(argv=None):
     parser.add_argument('--out-dir', default='outputs/benchmark_gpu')
     parser.add_argument('--from-json', metavar='RESULTS', help='print the Markdown table of a saved results.json')
     args = parser.parse_args(argv)
+    if args.cuda_graphs and (args.train or args.padding_aware):
+        parser.error('--cuda-graphs captures plain-mode inference: not with --train or --padding-aware')
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
     if args.from_json:
         with open(args.from_json) as f:
             saved = json.load(f)
         print(f'{saved["meta"]["device"]}, torch {saved["meta"]["torch"]}\n\n' + markdown(saved['results']), end='')
         return saved['results']
-    if args.cuda_graphs and (args.train or args.padding_aware):
-        parser.error('--cuda-graphs captures plain-mode inference: not with --train or --padding-aware')
     device = torch.device(args.device)
     rows = benchmark(args, device)
     meta = dict(torch=torch.__version__, python=platform.python_version(),
