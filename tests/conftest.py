@@ -26,6 +26,19 @@ def _seed():
     torch.manual_seed(0)
 
 
+@pytest.fixture(autouse=True)
+def _default_scope_is_not_inherited():
+    """mmengine's current default scope is the last ``DefaultScope`` created (a Runner creates one, e.g. ``mmseg``)
+    and stays for the whole process: a test that runs a Runner in-process would switch every later unscoped
+    ``MODELS.build`` to that task's registry. Each test ends with the scopes it started with."""
+    from mmengine.registry import DefaultScope
+
+    before = dict(DefaultScope._instance_dict)
+    yield
+    DefaultScope._instance_dict.clear()
+    DefaultScope._instance_dict.update(before)
+
+
 def naive_inline_attention(attn, x, hw_shape, return_weights=False):
     """InLine attention written out with the full N x N weight matrix (reference for tests).
 

@@ -461,15 +461,15 @@ def backbone_only(cfg, args, task):
     times on one random batch of the training input size, under ``--amp`` autocast; returns the record's
     measured part."""
     import torch
-    from mmengine.registry import MODELS, init_default_scope
+    from mmengine.registry import MODELS, DefaultScope
 
-    init_default_scope(task)
     device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')
     backbone_cfg = cfg.model.backbone
     backbone_cfg.init_cfg = None
     if args.padding_aware != 'config':
         backbone_cfg.padding_aware = args.padding_aware == 'on'
-    model = MODELS.build(backbone_cfg).to(device).train()
+    with DefaultScope.overwrite_default_scope(task):     # the task's scope for this build only
+        model = MODELS.build(backbone_cfg).to(device).train()
     if task == 'mmdet':
         size = (800, 1344)                          # the largest multi-scale size, padded to 32
     else:
