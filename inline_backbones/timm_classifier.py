@@ -1,15 +1,16 @@
-"""timm's classifier interface for the backbones of every family: one mixin, the family adds its head's
-input norm (``norm``: InLine-Swin's final LayerNorm, nothing for InLine-PVT) and its pretrained cfgs.
+"""timm's classifier of every family: :class:`Classifier`, a thin wrapper around the family's trunk whose head's
+input norm is the last stage's output norm where the family has them (InLine-Swin's final LayerNorm; nothing for
+InLine-PVT), and the family's registration in timm (:func:`register_classifiers`).
 
 A classifier is ``logits = head(mean_{H,W}(norm(map)))`` with ``map`` the last stage's tokens, run by the
 shared stage loop (:func:`~inline_backbones.models.stages.iter_stages`). As in timm's Swin,
 ``forward_features`` returns the normalised last map NHWC (B, H, W, C) and ``forward_head`` pools it;
 ``features_only=True`` gives the stages' NCHW maps through :meth:`forward_intermediates` (timm's
 ``FeatureGetterNet``). The models trace with torch.fx through timm's tracer (the mixers and the helpers
-that branch on sizes are leaves) and export with ``torch.export``; ``torch.jit.script`` is not supported
-(the layers branch on Python objects such as the token map). Released files load through timm as
+that branch on sizes are leaves) and export with ``torch.export``; ``torch.jit.script`` is refused with the
+reason (the layers branch on Python objects such as the token map). Released files load through timm as
 released (``pretrained=True, pretrained_cfg_overlay=dict(file=PATH)``): timm hands the file to
-:meth:`ClassifierMixin.load_pretrained` (``custom_load``), the package's safe and strict loader.
+:meth:`Classifier.load_pretrained` (``custom_load``), the package's safe and strict loader.
 """
 from collections import deque
 

@@ -55,7 +55,7 @@ class Backbone(Trunk, BaseModule):
         Padding-aware mode: each image's own ``(height, width)`` in pixels comes from ``image_shapes``
         ((B, 2) or a list of pairs), else from shapes carried by ``x`` from this package's data
         preprocessors, else is inferred from ``x`` (padding = trailing rows/columns that are exactly
-        zero in every channel); see :mod:`inline_backbones.models.image_regions` for what inference
+        zero in every channel); see :mod:`inline_backbones.regions` for what inference
         relies on. Pixels and tokens outside each region are then excluded from everything the region's
         tokens see, and the outputs are zero outside each image's region (at every stage, the region
         is ``ceil(shape / stride)``). Without the mode, ``image_shapes`` must be None. Export (``torch.export``,

@@ -106,7 +106,7 @@ class Trunk(nn.Module):
         drop_path_rate (float): Stochastic depth, increasing linearly from 0 over all blocks.
         with_cp (bool): Gradient checkpointing of every block.
         padding_aware (bool): Each image of a zero-padded batch sees only its own region
-            (:mod:`.image_regions`, :func:`~.stages.iter_stages`).
+            (:mod:`inline_backbones.regions`, :func:`~.stages.iter_stages`).
         options (dict): The family's options (``family.options``).
         **kwargs: For the next class of a wrapper's bases (mmengine's ``BaseModule``: ``init_cfg``).
     """
