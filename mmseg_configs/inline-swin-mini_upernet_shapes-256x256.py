@@ -11,6 +11,13 @@ data_root = 'data/shapes/'
 crop_size = (256, 256)
 max_iters = 600
 norm_cfg = dict(type='BN', requires_grad=True)  # single-process CPU training: no SyncBN
+custom_imports = dict(imports=['inline_backbones', 'inline_backbones.seg_preprocessor', 'inline_backbones.seg_losses'],
+                      allow_failed_imports=False)
+# Background at half weight: most pixels are background, and unweighted, one seed in three never learned the
+# triangle (docs/demo.md). mmseg 1.2's CrossEntropyLoss fails on ignored (padded) pixels when class_weight is
+# set, hence the package's ClassWeightedCrossEntropyLoss (inline_backbones/seg_losses.py).
+loss = dict(type='inline_backbones.ClassWeightedCrossEntropyLoss', use_sigmoid=False,
+            class_weight=[0.5] + [1.0] * (num_classes - 1))
 
 model = dict(
     data_preprocessor=dict(size=crop_size),
@@ -19,8 +26,10 @@ model = dict(
         attn_type='IIIS',
         drop_path_rate=0.1,
         init_cfg=None),
-    decode_head=dict(in_channels=[32, 64, 128, 256], channels=64, num_classes=num_classes, norm_cfg=norm_cfg),
-    auxiliary_head=dict(in_channels=128, channels=32, num_classes=num_classes, norm_cfg=norm_cfg))
+    decode_head=dict(in_channels=[32, 64, 128, 256], channels=64, num_classes=num_classes, norm_cfg=norm_cfg,
+                     loss_decode=dict(loss, loss_weight=1.0)),
+    auxiliary_head=dict(in_channels=128, channels=32, num_classes=num_classes, norm_cfg=norm_cfg,
+                        loss_decode=dict(loss, loss_weight=0.4)))
 
 train_pipeline = [
     dict(type='LoadImageFromFile'),

@@ -61,7 +61,7 @@ def test_config_trains_and_infers_one_step(config):
     if pvt:
         assert cfg.model.backbone.type == 'inline_backbones.InLinePVT'
     else:
-        assert cfg.custom_imports['imports'] == ['inline_backbones', 'inline_backbones.seg_preprocessor']
+        assert cfg.custom_imports['imports'][:2] == ['inline_backbones', 'inline_backbones.seg_preprocessor']
         assert cfg.model.backbone.padding_aware
         assert cfg.model.data_preprocessor.type.endswith('RegionSegDataPreProcessor')
         assert cfg.model.backbone.type == 'inline_backbones.InLineSwinTransformer'
@@ -83,6 +83,9 @@ def test_config_trains_and_infers_one_step(config):
         batch = demo_batch(cfg.model.decode_head.num_classes)
         model.train()
         data = model.data_preprocessor(batch, True)
+        if 'shapes' in config:   # class-weighted loss on a padded batch: ignored (255) label pixels are fine
+            assert cfg.model.decode_head.loss_decode.type == 'inline_backbones.ClassWeightedCrossEntropyLoss'
+            assert (data['data_samples'][1].gt_sem_seg.data == 255).any()
         loss, _ = model.parse_losses(model(**data, mode='loss'))
         assert torch.isfinite(loss)
         loss.backward()
