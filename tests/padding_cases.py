@@ -25,10 +25,12 @@ def randomized(model):
     return model.eval()
 
 
-def small_backbone(preset, **kwargs):
-    """A randomly initialised small backbone (every parameter non-trivial), eval mode, seed fixed."""
+def small_backbone(preset, depths=None, **kwargs):
+    """A randomly initialised small backbone (every parameter non-trivial), eval mode, seed fixed; ``depths``
+    (optional) shortens its stages where a test's cost is per block (export, compile)."""
     torch.manual_seed(0)
-    return randomized(InLineSwinTransformer(arch=SMALL_PRESETS[preset], drop_path_rate=0., **kwargs))
+    arch = SMALL_PRESETS[preset] if depths is None else dict(SMALL_PRESETS[preset], depths=depths)
+    return randomized(InLineSwinTransformer(arch=arch, drop_path_rate=0., **kwargs))
 
 
 def images(seed=0):

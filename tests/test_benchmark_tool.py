@@ -51,7 +51,7 @@ def macs_besides_attention(H, W):
 def test_benchmark_tool_end_to_end(tmp_path):
     out = subprocess.run(
         [sys.executable, osp.join(ROOT, 'tools', 'benchmark_highres.py'), '--sizes', *SIZES,
-         '--models', *MODELS, '--warmup', '0', '--repeats', '2', '--out-dir', str(tmp_path)],
+         '--models', *MODELS, '--warmup', '0', '--repeats', '2', '--no-memory', '--out-dir', str(tmp_path)],
         capture_output=True, text=True, timeout=300, env={**os.environ, 'PYTHONWARNINGS': 'ignore'})
     assert out.returncode == 0, out.stderr[-3000:]
     assert 'inline-swin-t fp32: latency ~ pixels^' in out.stdout
@@ -72,7 +72,7 @@ def test_benchmark_tool_end_to_end(tmp_path):
         assert isclose(r['achieved_gflops_per_s'], 2 * r['gflops'] * r['batch'] / (r['latency_ms'] / 1e3), rel_tol=1e-9)
         assert isclose(r['gemm_fraction'], r['achieved_gflops_per_s'] / r['gemm_gflops_per_s'], rel_tol=1e-9)
         assert isclose(r['ratio_to_reference'], r['latency_ms'] / latency[('swin-t', r['size'])], rel_tol=1e-9)
-        assert r['peak_memory_mb'] >= 0
+        assert math.isnan(r['peak_memory_mb'])         # --no-memory; the probe: test_cpu_memory_probe_...
     # FLOPs and params are the models' own: ours counted here the same way, and the others in order.
     ours = InLineSwinTransformer('tiny', drop_path_rate=0.).eval()
     for size in SIZES:
@@ -88,6 +88,21 @@ def test_benchmark_tool_end_to_end(tmp_path):
     swin = {r['size']: r['gflops'] for r in rows if r['model'] == 'swin-t'}
     assert swin['96x128'] > swin['64x64']
     assert (tmp_path / 'latency_memory.png').stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_cpu_memory_probe_sees_the_forward_grow_with_the_image():
+    """The CPU memory figure (peak RSS growth during one forward, in a fresh process): at 512x512 the forward
+    holds stage 1's output (96 x 128 x 128 fp32, 6 MiB; 0.4 MiB at 128x128), so it grows by at least the
+    difference (5.6 MiB) from 128x128 (measured here: 31 and 86 MiB)."""
+    def probe(size):
+        out = _run('--memory-probe', 'inline-swin-t', '--sizes', size, '--task', 'backbone', '--dtype', 'fp32',
+                   '--batch-size', '1', '--device', 'cpu')
+        assert out.returncode == 0, out.stderr[-3000:]
+        return float(out.stdout.strip().splitlines()[-1])
+
+    small, large = probe('128x128'), probe('512x512')
+    assert small > 0 and large - small >= 96 * (128 ** 2 - 32 ** 2) * 4 / 2 ** 20, (small, large)
 
 
 @pytest.mark.slow
@@ -139,7 +154,7 @@ def test_benchmark_tool_takes_the_pvt_models(tmp_path):
     from inline_backbones import InLinePVT
 
     out = _run('--sizes', '64x64', '--models', 'inline-pvt-t', 'pvt-t', '--reference', 'pvt-t', '--warmup', '0',
-               '--repeats', '1', '--out-dir', str(tmp_path))
+               '--repeats', '1', '--no-memory', '--out-dir', str(tmp_path))
     assert out.returncode == 0, out.stderr[-3000:]
     rows = {r['model']: r for r in json.loads((tmp_path / 'results.json').read_text())['results']}
     assert set(rows) == {'inline-pvt-t', 'pvt-t'} and rows['pvt-t']['ratio_to_reference'] == 1
