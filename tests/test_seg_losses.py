@@ -1,4 +1,6 @@
 """ClassWeightedCrossEntropyLoss: PyTorch's weighted, ignore-aware mean; mmseg's loss where mmseg works."""
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -51,19 +53,40 @@ def test_all_pixels_ignored_gives_zero_not_nan():
     assert torch.isfinite(loss) and loss.item() == 0
 
 
+def test_other_reductions_sample_weights_and_a_given_avg_factor_are_mmsegs():
+    logits, labels = batch(ignored=True)
+    w = torch.tensor(WEIGHTS)
+    loss = ClassWeightedCrossEntropyLoss(class_weight=WEIGHTS)
+    per_pixel = F.cross_entropy(logits, labels, weight=w, ignore_index=255, reduction='none')
+    torch.testing.assert_close(loss(logits, labels, ignore_index=255, reduction_override='sum'), per_pixel.sum())
+    torch.testing.assert_close(loss(logits, labels, ignore_index=255, reduction_override='none'), per_pixel)
+    torch.testing.assert_close(loss(logits, labels, ignore_index=255, avg_factor=10.), per_pixel.sum() / 10.)
+    sample = torch.rand(labels.shape, generator=torch.Generator().manual_seed(1))
+    kept = w[labels.clamp(max=3)] * (labels != 255)
+    torch.testing.assert_close(loss(logits, labels, weight=sample, ignore_index=255),
+                               (per_pixel * sample).sum() / kept.sum())
+
+
 def test_mistakes_are_named():
+    def refused(message):
+        return pytest.raises(ValueError, match='^' + re.escape(message) + '$')
+
     logits, labels = batch(ignored=False)
-    with pytest.raises(ValueError, match='class_weight has 3 entries but the head predicts 4 classes'):
+    with refused('class_weight has 3 entries but the head predicts 4 classes: give one weight per class '
+                 '(num_classes)'):
         ClassWeightedCrossEntropyLoss(class_weight=WEIGHTS[:3])(logits, labels, ignore_index=255)
-    labels[0, 0, 0] = 7
-    with pytest.raises(ValueError, match=r"label 7 is neither one of the head's 4 classes nor ignore_index \(255\)"):
-        ClassWeightedCrossEntropyLoss(class_weight=WEIGHTS)(logits, labels, ignore_index=255)
-    labels[0, 0, 0] = -3
-    with pytest.raises(ValueError, match='label -3 is neither'):
-        ClassWeightedCrossEntropyLoss(class_weight=WEIGHTS)(logits, labels, ignore_index=255)
-    with pytest.raises(ValueError, match='needs class_weight'):
+    for bad in (4, -3):       # one past the last class; a negative label
+        labels[0, 0, 0] = bad
+        with refused(f"label {bad} is neither one of the head's 4 classes nor ignore_index (255): check "
+                     'num_classes, reduce_zero_label and the label maps'):
+            ClassWeightedCrossEntropyLoss(class_weight=WEIGHTS)(logits, labels, ignore_index=255)
+    with refused("ClassWeightedCrossEntropyLoss needs class_weight (one weight per class); without weights use "
+                 "mmseg's CrossEntropyLoss"):
         ClassWeightedCrossEntropyLoss(class_weight=None)
-    with pytest.raises(ValueError, match='softmax cross-entropy'):
-        ClassWeightedCrossEntropyLoss(class_weight=WEIGHTS, use_sigmoid=True)
-    with pytest.raises(ValueError, match='always averages over the non-ignored pixels'):
+    for option in ('use_sigmoid', 'use_mask'):
+        with refused("ClassWeightedCrossEntropyLoss is the softmax cross-entropy: for use_sigmoid or use_mask use "
+                     "mmseg's CrossEntropyLoss"):
+            ClassWeightedCrossEntropyLoss(class_weight=WEIGHTS, **{option: True})
+    with refused('ClassWeightedCrossEntropyLoss always averages over the non-ignored pixels: leave avg_non_ignore '
+                 'out (or True)'):
         ClassWeightedCrossEntropyLoss(class_weight=WEIGHTS, avg_non_ignore=False)
