@@ -39,19 +39,28 @@ def _phi(k, PHI: tl.constexpr):
 
 
 @triton.jit
+def _image_and_head(pid, C, D: tl.constexpr):
+    """A (image, head) program's image and head: programs run image-major over the C // D heads."""
+    heads = C // D
+    return pid // heads, pid % heads
+
+
+@triton.jit
+def _zero_sums(D: tl.constexpr):
+    """The fp32 accumulators of one (image, head): phi(k)^T v (D x D), and the sums of phi(k), v and x (D)."""
+    return (tl.zeros((D, D), dtype=tl.float32), tl.zeros((D,), dtype=tl.float32),
+            tl.zeros((D,), dtype=tl.float32), tl.zeros((D,), dtype=tl.float32))
+
+
+@triton.jit
 def _kv_statistics_kernel(x_ptr, kv_ptr, mask_ptr, part_ptr, N, C, sxb, sxn, skb, skn, tokens_per_split, SPLITS,
                           D: tl.constexpr, PHI: tl.constexpr, HAS_MASK: tl.constexpr, HAS_X: tl.constexpr,
                           BLOCK_N: tl.constexpr, IEEE: tl.constexpr):
     pid = tl.program_id(0)
     split = tl.program_id(1)
-    heads = C // D
-    b = pid // heads
-    head = pid % heads
+    b, head = _image_and_head(pid, C, D)
     cols = tl.arange(0, D)
-    acc = tl.zeros((D, D), dtype=tl.float32)
-    k_sum = tl.zeros((D,), dtype=tl.float32)
-    v_sum = tl.zeros((D,), dtype=tl.float32)
-    x_sum = tl.zeros((D,), dtype=tl.float32)
+    acc, k_sum, v_sum, x_sum = _zero_sums(D)
     count = tl.zeros((BLOCK_N,), dtype=tl.float32)
     start = split * tokens_per_split
     for n0 in range(start, start + tokens_per_split, BLOCK_N):
@@ -89,14 +98,9 @@ def _kv_statistics_kernel(x_ptr, kv_ptr, mask_ptr, part_ptr, N, C, sxb, sxn, skb
 def _finalize_kernel(part_ptr, bq_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr, m_ptr, bias_ptr, kern_ptr, C, SPLITS, scale,
                      D: tl.constexpr, HAS_BQ: tl.constexpr, RESIDUAL: tl.constexpr):
     pid = tl.program_id(0)
-    heads = C // D
-    b = pid // heads
-    head = pid % heads
+    b, head = _image_and_head(pid, C, D)
     i = tl.arange(0, D)
-    kv = tl.zeros((D, D), dtype=tl.float32)
-    k_sum = tl.zeros((D,), dtype=tl.float32)
-    v_sum = tl.zeros((D,), dtype=tl.float32)
-    x_sum = tl.zeros((D,), dtype=tl.float32)
+    kv, k_sum, v_sum, x_sum = _zero_sums(D)
     n = tl.zeros((D,), dtype=tl.float32)
     for split in range(0, SPLITS):
         part = part_ptr + (pid * SPLITS + split) * (D * D + 4 * D)
