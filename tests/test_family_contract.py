@@ -9,6 +9,7 @@ backbone (the same trunk and keys), the refusal of TorchScript. Per timm model: 
 ``test_model_default_cfgs`` assertions (pooled and unpooled shapes, ``output_fmt``, head reset, classifier and
 first-conv names).
 """
+import hashlib
 import math
 from dataclasses import dataclass
 
@@ -121,6 +122,13 @@ def test_out_indices_pick_stages_in_order(family):
         outs = model(torch.randn(1, 3, 64, 96))
     assert [o.shape for o in outs] == [(1, model.num_features[1], 8, 12), (1, model.num_features[3], 2, 3)]
     assert [hasattr(model, f'norm{i}') for i in range(4)] == [False, case.backbone.family.output_norms] * 2
+    ran = []
+    early = case.backbone(arch=case.small, attn_type=case.layouts[1], out_indices=(0, 1)).eval()
+    for i, stage in enumerate(early.layers):
+        stage.register_forward_hook(lambda *_, i=i: ran.append(i))
+    with torch.no_grad():
+        early(torch.randn(1, 3, 64, 96))
+    assert ran == [0, 1]                    # the stages after the last output are not run
     for bad in [(4,), (), (-1,)]:
         with pytest.raises(ValueError, match='out_indices'):
             case.backbone(arch=case.small, attn_type=case.layouts[1], out_indices=bad)
@@ -171,6 +179,42 @@ def test_padding_aware_outputs_are_zero_outside_each_region(family):
 
 
 @pytest.mark.parametrize('family', FAMILIES)
+def test_explicit_image_shapes_win_over_inference(family):
+    """``image_shapes`` given to ``forward`` is the region, though the pixels (no zero padding) would infer the whole
+    input: the output is zero outside it, and equals the model's output on the region's pixels alone."""
+    model = small_model(family, FAMILIES[family].layouts[1], padding_aware=True)
+    x = torch.randn(1, 3, 96, 128) + 3.
+    with torch.no_grad():
+        given = model(x, image_shapes=[(64, 96)])
+        inferred = model(x)
+        alone = model(x[..., :64, :96].contiguous())
+    for g, i, a in zip(given, inferred, alone, strict=True):
+        h, w = a.shape[-2:]
+        assert g[..., h:, :].abs().sum() == 0 and g[..., :, w:].abs().sum() == 0 and i[..., h:, :].abs().sum() > 0
+        assert ((g[..., :h, :w] - a).norm() / a.norm()) < 1e-4
+
+
+@pytest.mark.parametrize('family', FAMILIES)
+def test_gradient_checkpointing_is_switched_on_every_block_and_changes_no_gradient(family):
+    model = small_model(family, FAMILIES[family].layouts[1]).train()
+    x = torch.randn(1, 3, 64, 96)
+    blocks = [block for stage in model.layers for block in stage.blocks]
+
+    def gradients():
+        model.zero_grad()
+        sum(o.square().sum() for o in model(x)).backward()
+        return [p.grad.clone() for p in model.parameters()]
+
+    plain = gradients()
+    model.set_grad_checkpointing()           # timm's convention: on by default
+    assert all(block.with_cp is True for block in blocks)
+    for a, b in zip(gradients(), plain, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    model.set_grad_checkpointing(False)
+    assert all(block.with_cp is False for block in blocks)
+
+
+@pytest.mark.parametrize('family', FAMILIES)
 def test_classifier_and_backbone_share_the_trunk_and_its_checkpoints(family, tmp_path):
     """The timm classifier's file loads strictly into the mmengine backbone (its own loader, init_cfg) and the
     backbone's stage maps are the classifier's intermediates; a file of another size fails naming keys."""
@@ -179,9 +223,15 @@ def test_classifier_and_backbone_share_the_trunk_and_its_checkpoints(family, tmp
     classifier = case.classifier(arch=case.small, attn_type=case.layouts[1], num_classes=5).eval()
     path = tmp_path / 'classifier.pth'
     torch.save({'model': classifier.state_dict()}, path)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    with pytest.raises(ValueError, match=f'has sha256 {digest}, the config expects {"0" * 64}'):
+        case.backbone(arch=case.small, attn_type=case.layouts[1],
+                      init_cfg=dict(type='Pretrained', checkpoint=str(path), sha256='0' * 64)).init_weights()
     backbone = case.backbone(arch=case.small, attn_type=case.layouts[1], out_indices=(0, 1, 2),
-                             init_cfg=dict(type='Pretrained', checkpoint=str(path)))
+                             init_cfg=dict(type='Pretrained', checkpoint=str(path), sha256=digest))
+    assert not backbone.is_init
     backbone.init_weights()
+    assert backbone.is_init is True          # mmengine's parents then do not initialise it again
     trunk_keys = {k for k in classifier.state_dict() if not k.startswith(('head.', 'norm.'))}
     assert trunk_keys == set(backbone.state_dict()) - {f'norm{i}.{p}' for i in range(3) for p in ('weight', 'bias')}
     x = torch.randn(1, 3, 96, 128)
