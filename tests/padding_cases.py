@@ -27,7 +27,7 @@ def randomized(model):
 
 def small_backbone(preset, depths=None, **kwargs):
     """A randomly initialised small backbone (every parameter non-trivial), eval mode, seed fixed; ``depths``
-    (optional) shortens its stages where a test's cost is per block (export, compile)."""
+    (optional) shortens its stages where a test's cost is per block (ONNX export)."""
     torch.manual_seed(0)
     arch = SMALL_PRESETS[preset] if depths is None else dict(SMALL_PRESETS[preset], depths=depths)
     return randomized(InLineSwinTransformer(arch=arch, drop_path_rate=0., **kwargs))

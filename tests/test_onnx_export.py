@@ -161,7 +161,7 @@ def test_mask_rcnn_config_features_export(exporter, onnx_stack, tmp_path):
 def test_padding_aware_backbone_exports_with_the_regions_as_an_input(exporter, onnx_stack, tmp_path):
     """The regions are the second input: the file gives each image's own features for other regions (and,
     dynamo, another size) than the example's; without the regions export is refused."""
-    model = small_backbone('tiny', depths=[1, 1, 1, 2], padding_aware=True)   # global InLine: one block a stage
+    model = small_backbone('tiny', depths=[1, 1, 1, 2], padding_aware=True)   # stages 1-3 global InLine: one block
     with pytest.raises(Exception, match='image_shapes a \\(B, 2\\) integer tensor'):   # wrapped by the dynamo exporter
         export_onnx(model, torch.randn(1, 3, *SIZE), tmp_path / 'refused.onnx', exporter)
     assert not (tmp_path / 'refused.onnx').exists()
