@@ -18,9 +18,26 @@ RELEASED_CHECKPOINTS = {
     'inline_pvt_l': _SHARE.format('efd91318ba964f01b288'),
 }
 
+# timm's name of each released model -> its model function's docstring (the paper's figures, at 224 x 224).
+PAPER_FIGURES = {
+    'inline_swin_tiny': 'InLine-Swin-T: embed 96, depths 2-2-6-2, layout IIIS; ImageNet-1k top-1 82.4 (paper).',
+    'inline_swin_small': 'InLine-Swin-S: embed 96, depths 2-2-18-2, layout IISS; ImageNet-1k top-1 83.6 (paper).',
+    'inline_swin_base': 'InLine-Swin-B: embed 128, depths 2-2-18-2, layout IIMS2; ImageNet-1k top-1 84.1 (paper).',
+    'inline_pvt_tiny': 'InLine-PVT-T: depths 2-2-2-2, layout IIII; 12.0M params, 2.0G FLOPs (paper).',
+    'inline_pvt_small': 'InLine-PVT-S: depths 3-4-6-3, layout IIII; 21.6M params, 3.9G FLOPs (paper).',
+    'inline_pvt_medium': 'InLine-PVT-M: depths 3-4-18-3, layout IIII; 37.6M params, 6.9G FLOPs (paper).',
+    'inline_pvt_large': 'InLine-PVT-L: depths 3-8-27-3, layout IIII; 51.2M params (paper: 50.2M), 10.2G FLOPs.',
+}
+
+
+def arch_checkpoints(prefix):
+    """``arch`` -> link of the released models named ``{prefix}{arch}`` (``RELEASED_CHECKPOINTS[prefix + arch[0]]``)."""
+    return {name[len(prefix):]: RELEASED_CHECKPOINTS[name[:len(prefix) + 1]]
+            for name in PAPER_FIGURES if name.startswith(prefix)}
+
+
 # InLineSwinTransformer ``arch`` name -> its released checkpoint's link.
-SWIN_ARCH_CHECKPOINTS = {arch: RELEASED_CHECKPOINTS[f'inline_swin_{arch[0]}'] for arch in ('tiny', 'small', 'base')}
+SWIN_ARCH_CHECKPOINTS = arch_checkpoints('inline_swin_')
 
 # InLinePVT ``arch`` name -> its released checkpoint's link.
-PVT_ARCH_CHECKPOINTS = {arch: RELEASED_CHECKPOINTS[f'inline_pvt_{arch[0]}']
-                        for arch in ('tiny', 'small', 'medium', 'large')}
+PVT_ARCH_CHECKPOINTS = arch_checkpoints('inline_pvt_')

@@ -22,6 +22,7 @@ from torch import nn
 from .checkpoint import download_checkpoint, extract_state_dict, filter_state_dict, load_pretrained
 from .models.stages import to_nhwc
 from .models.trunk import ARCH_REQUIRED, Trunk
+from .released import PAPER_FIGURES, arch_checkpoints
 
 
 def check_global_pool(global_pool):
@@ -187,16 +188,17 @@ def create_classifier(cls, variant, pretrained=False, pretrained_cfg_overlay=Non
         **kwargs)
 
 
-def register_classifiers(cls, prefix, checkpoints, docs, module):
-    """timm's model registration for a family: ``default_cfgs`` (:func:`pretrained_cfg` of each released link in
-    ``checkpoints``) and one model function ``{prefix}{arch}(pretrained=False, **kwargs)`` per released size, its
-    docstring ``docs[arch]``, set in ``module`` (a family module's ``globals()``) and registered with timm."""
-    family = cls.family
-    module['default_cfgs'] = generate_default_cfgs({f'{prefix}{arch}.in1k': pretrained_cfg(family, url)
+def register_classifiers(cls, prefix, module):
+    """timm's registration of a family's released models (those named ``{prefix}{arch}`` in
+    :mod:`inline_backbones.released`): ``default_cfgs`` (:func:`pretrained_cfg` of each one's link) and one model
+    function ``{prefix}{arch}(pretrained=False, **kwargs)`` each, its docstring the paper's figures, set in
+    ``module`` (the family module's ``globals()``) and registered with timm."""
+    checkpoints = arch_checkpoints(prefix)
+    module['default_cfgs'] = generate_default_cfgs({f'{prefix}{arch}.in1k': pretrained_cfg(cls.family, url)
                                                     for arch, url in checkpoints.items()})
-    for arch, doc in docs.items():
+    for arch in checkpoints:
         name = f'{prefix}{arch}'
-        module[name] = register_model(_model_function(cls, name, arch, doc, module['__name__']))
+        module[name] = register_model(_model_function(cls, name, arch, PAPER_FIGURES[name], module['__name__']))
 
 
 def _model_function(cls, name, arch, doc, module_name):

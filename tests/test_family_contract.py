@@ -27,6 +27,7 @@ from inline_backbones import (
     InLineSwinTransformer,
 )
 from inline_backbones.models.stages import to_nchw, to_nhwc
+from inline_backbones.released import PAPER_FIGURES, RELEASED_CHECKPOINTS
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,21 @@ def small_model(family, layout, **kwargs):
 def test_timm_registry_has_every_family():
     assert {name.rsplit('_', 1)[0] + '_' for name in TIMM_MODELS} == {c.timm_prefix for c in FAMILIES.values()}
     assert len(TIMM_MODELS) == 7
+    for case in FAMILIES.values():   # the class keyword family= sets the table and its presets on both wrappers
+        assert case.classifier.family is case.backbone.family
+        assert case.classifier.arch_zoo is case.backbone.arch_zoo is case.backbone.family.arch_zoo
+
+
+@pytest.mark.parametrize('name', TIMM_MODELS)
+def test_timm_model_function_has_its_release_and_its_papers_figures(name):
+    """Each model function is registered under its name with the released link and a docstring whose depths and
+    layout are its preset's."""
+    function = timm.models.model_entrypoint(name)
+    prefix, arch = name.rsplit('_', 1)
+    preset = next(c for c in FAMILIES.values() if c.timm_prefix == prefix + '_').backbone.arch_zoo[arch]
+    assert function.__name__ == name and function.__doc__ == PAPER_FIGURES[name]
+    assert f"depths {'-'.join(map(str, preset['depths']))}, layout {preset['attn_type']};" in function.__doc__
+    assert timm.models.get_pretrained_cfg(name).url == RELEASED_CHECKPOINTS[f'{prefix}_{arch[0]}']
 
 
 @pytest.mark.parametrize('family', FAMILIES)

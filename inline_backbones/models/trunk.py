@@ -97,7 +97,8 @@ class Family:
 
 
 class Trunk(nn.Module):
-    """The stem and stages of a family's model (the class attribute ``family``).
+    """The stem and stages of a family's model (the class attribute ``family``, set by the class keyword
+    ``family=``: ``class X(Backbone, family=TABLE)``).
 
     Args:
         arch (str | dict): A preset of ``family.arch_zoo`` or a custom dict (:meth:`Family.resolve_arch`).
@@ -112,6 +113,13 @@ class Trunk(nn.Module):
     """
 
     family: Family = None
+
+    def __init_subclass__(cls, family=None, **kwargs):
+        """``class X(Backbone, family=TABLE)``: the subclass's family table, and its presets as ``arch_zoo``
+        (mmpretrain's name for them)."""
+        super().__init_subclass__(**kwargs)
+        if family is not None:
+            cls.family, cls.arch_zoo = family, family.arch_zoo
 
     def __init__(self, arch, attn_type=None, in_channels=3, drop_path_rate=0.1, with_cp=False, padding_aware=False,
                  options=None, **kwargs):

@@ -22,7 +22,6 @@ import torch
 import torch.nn.functional as F
 
 from ...registry import MODELS
-from ...released import PVT_ARCH_CHECKPOINTS
 from ...timm_classifier import Classifier, register_classifiers
 from ..backbone import Backbone
 from ..stages import Stage
@@ -94,7 +93,7 @@ PVT = Family(
 
 
 @MODELS.register_module()
-class InLinePVT(Backbone):
+class InLinePVT(Backbone, family=PVT):
     """InLine-PVT (Han et al., "Bridging the Divide: Reconsidering Softmax and Linear Attention", NeurIPS
     2024), and PVT v1 (Wang et al., ICCV 2021), as dense-prediction backbones.
 
@@ -133,24 +132,14 @@ class InLinePVT(Backbone):
             :func:`inline_backbones.checkpoint.load_pretrained` and :mod:`.pvt_checkpoint`.
     """
 
-    family = PVT
-    arch_zoo = ARCH_ZOO
 
-
-class InLinePVTClassifier(Classifier):
+class InLinePVTClassifier(Classifier, family=PVT):
     """InLine-PVT ImageNet classifier: the stages, average pool, ``head`` (no final norm) (arguments:
     :class:`~inline_backbones.timm_classifier.Classifier`; options: :class:`InLinePVT`'s)."""
 
-    family = PVT
 
-
-# inline_*_{arch}(pretrained=False, **kwargs) in this module and in timm's registry, with these docstrings.
-register_classifiers(InLinePVTClassifier, 'inline_pvt_', PVT_ARCH_CHECKPOINTS, {
-    'tiny': 'InLine-PVT-T @ 224: depths 2-2-2-2, layout IIII; 12.0M params, 2.0G FLOPs (paper).',
-    'small': 'InLine-PVT-S @ 224: depths 3-4-6-3, layout IIII; 21.6M params, 3.9G FLOPs (paper).',
-    'medium': 'InLine-PVT-M @ 224: depths 3-4-18-3, layout IIII; 37.6M params, 6.9G FLOPs (paper).',
-    'large': 'InLine-PVT-L @ 224: depths 3-8-27-3, layout IIII; 51.2M params (paper: 50.2M), 10.2G FLOPs (paper).',
-}, globals())
+# inline_pvt_{arch}(pretrained=False, **kwargs) here and in timm's registry (docstrings: released.PAPER_FIGURES).
+register_classifiers(InLinePVTClassifier, 'inline_pvt_', globals())
 
 
 @torch.fx.wrap   # a leaf of fx graphs: it branches on sizes

@@ -30,7 +30,6 @@ import torch
 from torch import nn
 
 from ...registry import MODELS
-from ...released import SWIN_ARCH_CHECKPOINTS
 from ...timm_classifier import Classifier, register_classifiers
 from ..backbone import Backbone
 from ..blocks import PatchEmbed, PatchMerging
@@ -103,7 +102,7 @@ SWIN = Family(
 
 
 @MODELS.register_module()
-class InLineSwinTransformer(Backbone):
+class InLineSwinTransformer(Backbone, family=SWIN):
     """InLine-Swin Transformer (Han et al., "Bridging the Divide: Reconsidering Softmax and Linear
     Attention", NeurIPS 2024) as a dense-prediction backbone.
 
@@ -146,20 +145,11 @@ class InLineSwinTransformer(Backbone):
             see :func:`inline_backbones.checkpoint.load_pretrained`.
     """
 
-    family = SWIN
-    arch_zoo = ARCH_ZOO
 
-
-class InLineSwinClassifier(Classifier):
+class InLineSwinClassifier(Classifier, family=SWIN):
     """InLine-Swin ImageNet classifier: the trunk, final ``norm``, average pool, ``head`` (arguments:
     :class:`~inline_backbones.timm_classifier.Classifier`; options: :class:`InLineSwinTransformer`'s)."""
 
-    family = SWIN
 
-
-# inline_*_{arch}(pretrained=False, **kwargs) in this module and in timm's registry, with these docstrings.
-register_classifiers(InLineSwinClassifier, 'inline_swin_', SWIN_ARCH_CHECKPOINTS, {
-    'tiny': 'InLine-Swin-T @ 224: embed 96, depths 2-2-6-2, layout IIIS; ImageNet-1k top-1 82.4 (paper).',
-    'small': 'InLine-Swin-S @ 224: embed 96, depths 2-2-18-2, layout IISS; ImageNet-1k top-1 83.6 (paper).',
-    'base': 'InLine-Swin-B @ 224: embed 128, depths 2-2-18-2, layout IIMS2; ImageNet-1k top-1 84.1 (paper).',
-}, globals())
+# inline_swin_{arch}(pretrained=False, **kwargs) here and in timm's registry (docstrings: released.PAPER_FIGURES).
+register_classifiers(InLineSwinClassifier, 'inline_swin_', globals())
