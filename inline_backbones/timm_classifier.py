@@ -68,14 +68,6 @@ class Classifier(Trunk):
         self.head = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
         self.init_trunk_weights()
 
-    def __prepare_scriptable__(self):
-        """``torch.jit.script`` calls this first: refuse with the reason and what works instead."""
-        raise RuntimeError(
-            f'{type(self).__name__} does not support torch.jit.script: its layers branch on Python objects (the token '
-            'map of each stage, the regions of padding-aware mode), which TorchScript cannot type. Trace with '
-            'torch.fx (timm.models.create_feature_extractor / torch.fx.symbolic_trace through timm\'s tracer), export '
-            'with torch.export.export, or compile with torch.compile (docs/deployment.md)')
-
     def get_classifier(self):
         return self.head
 

@@ -6,15 +6,16 @@ Module names follow the released InLine-Swin (and Swin) checkpoints, so their st
 """
 import torch.nn.functional as F
 import torch.utils.checkpoint as cp
-from timm.layers import DropPath, Mlp, register_notrace_module
+from timm.layers import DropPath, Mlp
 from torch import nn
 
 from .mixers import build_mixer
 from .mixers.fused_linear import linear
 from .mixers.inline_paths import layer_norm
+from .tokens.graph_mode import graph_leaf
 
 
-@register_notrace_module   # a leaf of fx graphs (it branches on the device): a call_module node, as nn.LayerNorm
+@graph_leaf   # a leaf of fx graphs (it branches on the device): a call_module node, as nn.LayerNorm
 class GemmLayerNorm(nn.LayerNorm):
     """``nn.LayerNorm`` whose output feeds a GEMM (the blocks' ``norm1``/``norm2``, patch merging's ``norm``): on
     the GPU inference path one Triton kernel that writes the GEMM's dtype (:func:`~.inline_paths.layer_norm`)."""
@@ -23,7 +24,7 @@ class GemmLayerNorm(nn.LayerNorm):
         return layer_norm(self, x)
 
 
-@register_notrace_module
+@graph_leaf
 class PatchEmbed(nn.Module):
     """Non-overlapping ``patch_size`` x ``patch_size`` conv + LayerNorm; pads bottom/right to a multiple."""
 
@@ -44,7 +45,7 @@ class PatchEmbed(nn.Module):
         return self.norm(x.flatten(2).transpose(1, 2)), tuple(hw_shape)
 
 
-@register_notrace_module
+@graph_leaf
 class PatchMerging(nn.Module):
     """2x2 neighbourhood concat (Swin order x[0::2,0::2], x[1::2,0::2], x[0::2,1::2], x[1::2,1::2]),
     LayerNorm(4C), Linear 4C -> 2C. Odd maps are zero-padded on the bottom/right; on a padding-aware map

@@ -19,6 +19,7 @@ from torch import nn
 
 from .layout import parse_attn_layout
 from .stages import iter_stages
+from .tokens.graph_mode import refuse_scripting
 
 ARCH_REQUIRED = ('embed_dims', 'depths', 'num_heads')
 
@@ -113,6 +114,7 @@ class Trunk(nn.Module):
     """
 
     family: Family = None
+    __prepare_scriptable__ = refuse_scripting     # torch.jit.script(model): the reason and the alternatives
 
     def __init_subclass__(cls, family=None, **kwargs):
         """``class X(Backbone, family=TABLE)``: the subclass's family table, and its presets as ``arch_zoo``

@@ -10,10 +10,10 @@ zeros elsewhere, so its tokens do not depend on the padded size.
 """
 import torch
 import torch.nn.functional as F
-from timm.layers import register_notrace_module
 from torch import nn
 
 from ..stages import to_nchw
+from ..tokens.graph_mode import graph_leaf
 from ..tokens.masks import fills_map, to_device
 
 
@@ -45,7 +45,7 @@ def region_pos_embed(pos_embed, src_shape, tokens):
     return out.view(tokens.batch_size, H * W, -1)
 
 
-@register_notrace_module   # a leaf of fx graphs: it branches on sizes and regions
+@graph_leaf   # a leaf of fx graphs: it branches on sizes and regions
 class PVTEmbed(nn.Module):
     """``drop(norm(conv(x)) + pos)``: a stage's patch embedding and position embedding.
 

@@ -8,8 +8,8 @@ the backbone gives each name its config; adding a mixer is one entry in :data:`M
 Mixers whose class sets ``alternates_shift`` cut the map into windows and take the shifted windows on
 the odd blocks of a stage (``shift=True``), as in Swin.
 """
-from timm.layers import register_notrace_module
 
+from ..tokens.graph_mode import graph_leaf
 from .inline_attention import InLineAttention
 from .linear_attention import LinearAttention
 from .pvt_attention import InLinePVTAttention, SpatialReductionAttention
@@ -25,8 +25,8 @@ MIXERS = {
 
 
 def register_mixer(name, cls):
-    """Add a mixer class under ``name`` (for layouts and configs) and keep it whole in fx traces."""
-    MIXERS[name] = register_notrace_module(cls)
+    """Add a mixer class under ``name`` (for layouts and configs), a leaf of fx traces (:func:`graph_leaf`)."""
+    MIXERS[name] = graph_leaf(cls)
     return cls
 
 

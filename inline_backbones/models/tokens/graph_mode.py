@@ -13,8 +13,29 @@ captures of three kinds see them differently:
 * ``torch.export`` (also inside the default ONNX exporter, ``torch.onnx.export(..., dynamo=True)``): one
   graph for every size allowed by ``dynamic_shapes``, so a branch on a symbolic size becomes a guard
   that narrows (or, if the range crosses it, refuses) the export.
+
+``torch.jit.script`` is refused, on a model and on an fx graph of one (:func:`graph_leaf`): the layers branch on
+Python objects (the token map, the regions), which TorchScript cannot type.
 """
 import torch
+from timm.layers import register_notrace_module
+
+
+def refuse_scripting(module):
+    """``torch.jit.script`` calls ``__prepare_scriptable__`` on every module it compiles: refuse with the reason
+    and what works instead."""
+    raise RuntimeError(
+        f'{type(module).__name__} (inline_backbones) does not support torch.jit.script, alone or inside an fx graph: '
+        'its layers branch on Python objects (the token map of each stage, the regions of padding-aware mode), which '
+        'TorchScript cannot type. Trace with torch.fx (timm.models.create_feature_extractor / torch.fx.symbolic_trace '
+        'through timm\'s tracer), export with torch.export.export, or compile with torch.compile (docs/deployment.md)')
+
+
+def graph_leaf(cls):
+    """Class decorator: ``cls`` stays one ``call_module`` node of fx graphs (timm's tracer; it branches on sizes,
+    devices or regions), and ``torch.jit.script`` refuses it, also inside a traced graph (:func:`refuse_scripting`)."""
+    cls.__prepare_scriptable__ = refuse_scripting
+    return register_notrace_module(cls)
 
 
 def exporting_or_tracing() -> bool:
