@@ -216,8 +216,9 @@ def _stage_without_shift(stage):
 def test_window_stage_shifts_only_when_both_sides_exceed_the_window(hw, shifts):
     """The released rule: no shift when min(H, W) <= window (7). A stage compared with a copy whose
     blocks never shift gives the same tokens exactly when the rule says no shift."""
-    stage = Stage(32, 2, [dict(type='window', window_size=7)] * 2).eval()
-    assert all(isinstance(b.drop_path, torch.nn.Identity) for b in stage.blocks)   # no rates: no drop path
+    stage = Stage(32, 2, [dict(type='window', window_size=7)] * 2, mlp_ratio=4., drop_rate=0., drop_path_rates=[0., 0.],
+                  with_cp=False).eval()
+    assert all(isinstance(b.drop_path, torch.nn.Identity) for b in stage.blocks)   # rates 0: no drop path
     with torch.no_grad():
         for p in stage.parameters():
             p.add_(0.05 * torch.randn_like(p))

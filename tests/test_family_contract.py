@@ -9,6 +9,7 @@ backbone (the same trunk and keys), the refusal of TorchScript. Per timm model: 
 ``test_model_default_cfgs`` assertions (pooled and unpooled shapes, ``output_fmt``, head reset, classifier and
 first-conv names).
 """
+import copy
 import hashlib
 import math
 from dataclasses import dataclass
@@ -95,24 +96,38 @@ def test_every_preset_builds_with_its_widths_and_layout(family):
 @pytest.mark.parametrize('family', FAMILIES)
 def test_arch_errors_are_the_same_for_every_family(family):
     case = FAMILIES[family]
-    with pytest.raises(ValueError, match='unknown arch'):
+    with pytest.raises(ValueError) as error:
         case.backbone(arch='huge')
+    assert str(error.value) == (f'unknown arch \'huge\' of {case.backbone.family.name}; choose one of '
+                                f'{sorted(case.backbone.arch_zoo)} or pass a dict')
     with pytest.raises(ValueError, match=r"lacks \['num_heads'\]"):
         case.backbone(arch={k: v for k, v in case.small.items() if k != 'num_heads'}, attn_type=case.layouts[0])
     with pytest.raises(ValueError, match=r"unknown keys \['window'\]"):
         case.backbone(arch=dict(case.small, window=7), attn_type=case.layouts[0])
     with pytest.raises(ValueError, match='one entry per stage'):
         case.backbone(arch=dict(case.small, num_heads=[1, 2, 4]), attn_type=case.layouts[0])
-    with pytest.raises(ValueError, match='needs an attention layout'):
+    example = next(iter(case.backbone.arch_zoo.values()))['attn_type']
+    with pytest.raises(ValueError, match=f'^a custom arch needs an attention layout: give attn_type, e.g. "{example}"'):
         case.backbone(arch=case.small)
-    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['colour'\]"):
-        case.backbone(arch=case.small, attn_type=case.layouts[0], colour='red')
+    for wrapper in (case.backbone, case.classifier):
+        with pytest.raises(TypeError) as error:
+            wrapper(arch=case.small, attn_type=case.layouts[0], colour='red')
+        assert str(error.value) == (f"{wrapper.__name__} got unexpected keyword arguments ['colour']; the "
+                                    f'{wrapper.family.name} options are {sorted(wrapper.family.options)}')
     with pytest.raises(TypeError, match='arch must be a str or a dict, got int'):
         case.backbone(arch=3)
     custom = dict(case.small, attn_type=case.layouts[1])
     model = case.backbone(arch=custom)
     assert model.attn_type == case.layouts[1] and model.arch == {**case.backbone.family.arch_defaults, **custom}
     assert model.arch is not custom
+    before = (copy.deepcopy(case.backbone.arch_zoo), copy.deepcopy(case.backbone.family.arch_defaults))
+    for arch in (custom, next(iter(case.backbone.arch_zoo))):   # each model owns its arch: lists are not shared
+        built = case.backbone(arch=arch)
+        for value in built.arch.values():
+            if isinstance(value, list):
+                value.append(0)
+    assert custom == dict(case.small, attn_type=case.layouts[1])
+    assert (case.backbone.arch_zoo, case.backbone.family.arch_defaults) == before
 
 
 @pytest.mark.parametrize('family, layout', FAMILY_LAYOUTS)
@@ -126,7 +141,8 @@ def test_any_input_size_gives_every_stride(family, layout, size):
         h, w = (case.rounding(n / STRIDES[i]) for n in size)
         assert out.shape == (2, model.num_features[i], h, w) and out.is_contiguous()
         assert torch.isfinite(out).all()
-    with pytest.raises(ValueError, match='32x31 pixels is too small .* at least 32'):
+    with pytest.raises(ValueError, match=f'^input of 32x31 pixels is too small for {case.backbone.__name__}: each '
+                                         'side must be at least 32 '):
         model(torch.randn(1, 3, 32, 31))
 
 
@@ -146,8 +162,22 @@ def test_out_indices_pick_stages_in_order(family):
         early(torch.randn(1, 3, 64, 96))
     assert ran == [0, 1]                    # the stages after the last output are not run
     for bad in [(4,), (), (-1,)]:
-        with pytest.raises(ValueError, match='out_indices'):
+        with pytest.raises(ValueError) as error:
             case.backbone(arch=case.small, attn_type=case.layouts[1], out_indices=bad)
+        assert str(error.value) == f'out_indices {bad} must be non-empty and within [0, 3]'
+
+
+@pytest.mark.parametrize('family', FAMILIES)
+def test_defaults_are_the_first_preset_and_rgb_and_in_channels_reach_the_stem(family):
+    case = FAMILIES[family]
+    with torch.device('meta'):
+        default, first = case.backbone(), case.backbone(arch=next(iter(case.backbone.arch_zoo)))
+        timm_default = case.classifier()
+    assert default.arch == first.arch == timm_default.arch and default.in_channels == 3
+    model = case.backbone(arch=case.small, attn_type=case.layouts[0], in_channels=1).eval()
+    assert model.in_channels == 1
+    with torch.no_grad():
+        assert [o.shape[1] for o in model(torch.randn(1, 1, 64, 64))] == model.num_features
 
 
 @pytest.mark.parametrize('family', FAMILIES)
@@ -200,10 +230,10 @@ def test_explicit_image_shapes_win_over_inference(family):
     input: the output is zero outside it, and equals the model's output on the region's pixels alone."""
     model = small_model(family, FAMILIES[family].layouts[1], padding_aware=True)
     x = torch.randn(1, 3, 96, 128) + 3.
-    with torch.no_grad():
-        given = model(x, image_shapes=[(64, 96)])
+    with torch.no_grad():      # a region cutting through patches: the pixels beyond it are not seen
+        given = model(x, image_shapes=[(62, 94)])
         inferred = model(x)
-        alone = model(x[..., :64, :96].contiguous())
+        alone = model(x[..., :62, :94].contiguous())
     for g, i, a in zip(given, inferred, alone, strict=True):
         h, w = a.shape[-2:]
         assert g[..., h:, :].abs().sum() == 0 and g[..., :, w:].abs().sum() == 0 and i[..., h:, :].abs().sum() > 0

@@ -26,6 +26,14 @@ def test_malformed_layouts_fail_at_build_time(layout, message):
         InLineSwinTransformer(arch='small', attn_type=layout)
 
 
+def test_a_malformed_layout_lists_the_familys_letters():
+    with pytest.raises(ValueError) as error:
+        InLineSwinTransformer(arch='small', attn_type='IIXS')
+    assert str(error.value) == (
+        "malformed attn_type 'IIXS': expected one letter per stage from I (inline), S (window), L (linear) and M "
+        '(mixed), then the InLine block count of M stages, e.g. "IIIS" or "IIMS2"')
+
+
 def test_bad_arch():
     with pytest.raises(ValueError, match='unknown arch'):
         InLineSwinTransformer(arch='huge')

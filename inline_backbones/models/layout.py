@@ -15,31 +15,31 @@ def parse_attn_layout(layout, depths, letters=None):
     InLine-Swin's; ``M`` mixes the ``I`` and ``S`` mixers); raise ValueError if malformed."""
     if letters is None:
         from .families.inline_swin import LETTERS as letters  # the default family's table (imported here: no cycle)
-    letters_map = letters
     if not isinstance(layout, str):
         raise TypeError(f'attn_type must be a layout string such as "IIIS", got {type(layout).__name__}')
-    match = re.fullmatch(f'([{"".join(letters_map)}M]+)(\\d*)', layout)
+    match = re.fullmatch(f'([{"".join(letters)}M]+)(\\d*)', layout)
     if match is None:
-        names = ', '.join(f'{k} ({v})' for k, v in letters_map.items())
+        names = ', '.join(f'{k} ({v})' for k, v in letters.items())
         raise ValueError(f'malformed attn_type {layout!r}: expected one letter per stage from {names} and M '
                          f'(mixed), then the InLine block count of M stages, e.g. "IIIS" or "IIMS2"')
-    letters, digits = match.groups()
-    if len(letters) != len(depths):
-        raise ValueError(f'attn_type {layout!r} has {len(letters)} stage letters but the model has '
+    stage_letters, digits = match.groups()
+    if len(stage_letters) != len(depths):
+        raise ValueError(f'attn_type {layout!r} has {len(stage_letters)} stage letters but the model has '
                          f'{len(depths)} stages (depths={list(depths)})')
-    if 'M' in letters and not digits:
+    if 'M' in stage_letters and not digits:
         raise ValueError(f'attn_type {layout!r} has a mixed (M) stage but no InLine block count after the '
-                         f'letters, e.g. "{letters}2"')
-    if digits and 'M' not in letters:
+                         f'letters, e.g. "{stage_letters}2"')
+    if digits and 'M' not in stage_letters:
         raise ValueError(f'attn_type {layout!r} gives a block count {digits} but has no mixed (M) stage')
     layout_per_stage = []
-    for stage, (letter, depth) in enumerate(zip(letters, depths, strict=False)):
+    for stage, letter in enumerate(stage_letters):
+        depth = depths[stage]
         if letter != 'M':
-            layout_per_stage.append([letters_map[letter]] * depth)
+            layout_per_stage.append([letters[letter]] * depth)
             continue
         num_inline = int(digits)
         if not 0 < num_inline < depth:
             raise ValueError(f'attn_type {layout!r}: mixed stage {stage} has {depth} blocks, so its '
                              f'InLine block count must be between 1 and {depth - 1}, got {num_inline}')
-        layout_per_stage.append([letters_map['I']] * num_inline + [letters_map['S']] * (depth - num_inline))
+        layout_per_stage.append([letters['I']] * num_inline + [letters['S']] * (depth - num_inline))
     return layout_per_stage

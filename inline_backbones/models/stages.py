@@ -28,11 +28,9 @@ class Stage(nn.Module):
     Returns the stage output (the last block's tokens) with its map, and what the next stage takes.
     """
 
-    def __init__(self, embed_dims, num_heads, mixer_cfgs, mlp_ratio=4., drop_rate=0., drop_path_rates=None,
-                 with_cp=False, norm_eps=1e-5, embed=None, downsample=None):
+    def __init__(self, embed_dims, num_heads, mixer_cfgs, *, mlp_ratio, drop_rate, drop_path_rates, with_cp,
+                 norm_eps=1e-5, embed=None, downsample=None):
         super().__init__()
-        depth = len(mixer_cfgs)
-        drop_path_rates = drop_path_rates or [0.] * depth
         self.embed = embed
         self.blocks = nn.ModuleList([
             TransformerBlock(embed_dims, num_heads, cfg, block_index=j, mlp_ratio=mlp_ratio, drop_rate=drop_rate,

@@ -123,8 +123,8 @@ class Trunk(nn.Module):
         if family is not None:
             cls.family, cls.arch_zoo = family, family.arch_zoo
 
-    def __init__(self, arch, attn_type=None, in_channels=3, drop_path_rate=0.1, with_cp=False, padding_aware=False,
-                 options=None, **kwargs):
+    def __init__(self, *, arch, attn_type, in_channels, drop_path_rate, with_cp, padding_aware=False, options=None,
+                 **kwargs):
         super().__init__(**kwargs)
         family = self.family
         arch = family.resolve_arch(arch)
