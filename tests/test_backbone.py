@@ -136,6 +136,7 @@ def test_drop_path_rates_increase_linearly_over_all_blocks():
     blocks = [b for stage in model.layers for b in stage.blocks]
     assert isinstance(blocks[0].drop_path, torch.nn.Identity)         # rate 0: no DropPath module
     rates = [0.] + [b.drop_path.drop_prob for b in blocks[1:]]
+    assert model.drop_path_rate == 0.3
     torch.testing.assert_close(torch.tensor(rates), torch.linspace(0, 0.3, 10), rtol=0, atol=1e-7)
     no_drop = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IIIS', drop_path_rate=0.)
     assert all(isinstance(b.drop_path, torch.nn.Identity) for stage in no_drop.layers for b in stage.blocks)

@@ -168,6 +168,17 @@ def test_out_indices_pick_stages_in_order(family):
 
 
 @pytest.mark.parametrize('family', FAMILIES)
+def test_dropout_and_norm_eps_reach_every_block(family):
+    case = FAMILIES[family]
+    model = case.backbone(arch=case.small, attn_type=case.layouts[0], drop_rate=0.25)
+    eps = model.arch.get('block_norm_eps', 1e-5)
+    for block in (b for stage in model.layers for b in stage.blocks):
+        assert block.mlp.drop1.p == block.mlp.drop2.p == 0.25
+        assert block.norm1.eps == block.norm2.eps == eps
+    assert family != 'pvt' or eps == 1e-6              # PVT's blocks: not the default 1e-5
+
+
+@pytest.mark.parametrize('family', FAMILIES)
 def test_defaults_are_the_first_preset_and_rgb_and_in_channels_reach_the_stem(family):
     case = FAMILIES[family]
     with torch.device('meta'):

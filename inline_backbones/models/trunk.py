@@ -135,8 +135,8 @@ class Trunk(nn.Module):
         depths = arch['depths']
         layout = parse_attn_layout(attn_type, depths, letters=family.letters)
         options = family.check_options(options or {}, type(self).__name__)
-        dpr = torch.linspace(0, drop_path_rate, sum(depths), device='cpu').tolist()  # also under a meta device
-        drop_path_rates = [dpr[sum(depths[:i]):sum(depths[:i + 1])] for i in range(len(depths))]
+        dpr = torch.linspace(0, drop_path_rate, sum(depths), device='cpu')  # on the host also under a meta device
+        drop_path_rates = [rates.tolist() for rates in dpr.split(depths)]
 
         self.arch = arch
         self.attn_type = attn_type
