@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pytest
 import timm
 import torch
+from mutmut_compat import fx_on_unwrapped_code
 from padding_cases import IMAGE_SIZES, STRIDES, images, randomized, region_differences
 from test_padding_aware import det_batch, seg_batch
 
@@ -303,25 +304,35 @@ def test_classifier_and_backbone_share_the_trunk_and_its_checkpoints(family, tmp
                       init_cfg=dict(type='Pretrained', checkpoint=str(path))).init_weights()
 
 
-@pytest.mark.parametrize('family', FAMILIES)
-def test_torchscript_is_refused_with_the_reason_and_the_alternatives(family):
-    """``torch.jit.script`` of the classifier, of the backbone and of the classifier's fx graph (timm's
-    ``test_model_forward_fx_torchscript``: the graph's leaves are the package's layers) gives one error."""
-    from timm.models import create_feature_extractor
-    case = FAMILIES[family]
-    classifier = case.classifier(arch=case.small, attn_type=case.layouts[0], num_classes=3)
-    graph = create_feature_extractor(classifier, return_nodes={'head': 'logits'})
-    stem = 'PatchEmbed' if family == 'swin' else 'PVTEmbed'      # the graph's first leaf
-    for model, name in ((classifier, case.classifier.__name__), (small_model(family, case.layouts[0]),
-                                                                 case.backbone.__name__), (graph, stem)):
-        with pytest.raises(RuntimeError) as error:
-            torch.jit.script(model)
-        assert str(error.value) == (
-            f'{name} (inline_backbones) does not support torch.jit.script, alone or inside an fx graph: its layers '
+def script_refusal(name):
+    return (f'{name} (inline_backbones) does not support torch.jit.script, alone or inside an fx graph: its layers '
             'branch on Python objects (the token map of each stage, the regions of padding-aware mode), which '
             "TorchScript cannot type. Trace with torch.fx (timm.models.create_feature_extractor / "
             "torch.fx.symbolic_trace through timm's tracer), export with torch.export.export, or compile with "
             'torch.compile (docs/deployment.md)')
+
+
+@pytest.mark.parametrize('family', FAMILIES)
+def test_torchscript_is_refused_with_the_reason_and_the_alternatives(family):
+    case = FAMILIES[family]
+    classifier = case.classifier(arch=case.small, attn_type=case.layouts[0], num_classes=3)
+    for model in (classifier, small_model(family, case.layouts[0])):
+        with pytest.raises(RuntimeError) as error:
+            torch.jit.script(model)
+        assert str(error.value) == script_refusal(type(model).__name__)
+
+
+@fx_on_unwrapped_code
+@pytest.mark.parametrize('family', FAMILIES)
+def test_torchscript_of_an_fx_graph_is_refused_the_same_way(family):
+    """timm's ``test_model_forward_fx_torchscript``: the graph's leaves are the package's layers."""
+    from timm.models import create_feature_extractor
+    case = FAMILIES[family]
+    classifier = case.classifier(arch=case.small, attn_type=case.layouts[0], num_classes=3)
+    graph = create_feature_extractor(classifier, return_nodes={'head': 'logits'})
+    with pytest.raises(RuntimeError) as error:
+        torch.jit.script(graph)
+    assert str(error.value) == script_refusal('PatchEmbed' if family == 'swin' else 'PVTEmbed')  # the first leaf
 
 
 @pytest.mark.parametrize('family', FAMILIES)
