@@ -86,13 +86,13 @@ def _carried(tensor):
 def _drop(tensor):
     """Turn a :class:`RegionBatch` back into a plain tensor in place."""
     tensor.__class__ = _Tensor
-    tensor.__dict__.pop(SHAPES_ATTR, None)
-    tensor.__dict__.pop(_GEOMETRY_ATTR, None)
+    del tensor.__dict__[SHAPES_ATTR], tensor.__dict__[_GEOMETRY_ATTR]
     return tensor
 
 
 def _as_index(item):
-    """A 1-D integer or bool index tensor on the host for a list/tuple/tensor index, else None."""
+    """A 1-D index tensor on the host for a list/tuple/tensor index, else None (called on an index torch accepted,
+    so a 1-D one holds integers or bools)."""
     if isinstance(item, _Tensor):
         index = item
     elif isinstance(item, (list, tuple)):
@@ -102,7 +102,7 @@ def _as_index(item):
             return None
     else:
         return None
-    if index.dim() != 1 or index.is_floating_point() or index.is_complex():
+    if index.dim() != 1:
         return None
     return index.cpu()
 
@@ -119,9 +119,7 @@ def _indexed_shapes(shape, shapes, index):
     index is not one whose result has a batch dimension and the two spatial dimensions of its own."""
     ndim = len(shape)
     index = index if isinstance(index, tuple) else (index,)
-    ellipses = [i for i, item in enumerate(index) if item is Ellipsis]
-    if len(ellipses) > 1:
-        return None
+    ellipses = [i for i, item in enumerate(index) if item is Ellipsis]    # at most one: torch refuses more
     if ellipses:
         e = ellipses[0]
         index = index[:e] + (slice(None),) * (ndim - len(index) + 1) + index[e + 1:]
@@ -139,8 +137,8 @@ def _indexed_shapes(shape, shapes, index):
         return None                                      # several advanced indices move and pair dimensions
     first = index[0]
     picked = shapes[first] if isinstance(first, slice) else shapes[_as_index(first)]
-    rows = _slice_count(index[-2], shape[-2], picked[:, 0])
-    cols = _slice_count(index[-1], shape[-1], picked[:, 1])
+    rows = _slice_count(index[ndim - 2], shape[ndim - 2], picked[:, 0])
+    cols = _slice_count(index[ndim - 1], shape[ndim - 1], picked[:, 1])
     return torch.stack([rows, cols], dim=1)
 
 
@@ -178,7 +176,7 @@ class RegionBatch(torch.Tensor):
                 if _geometry(out) == _geometry(source):
                     return _carry(out, _carried(source))
                 return out
-            if func is _Tensor.__getitem__ and len(args) == 2 and out.dim() >= 3:
+            if func is _Tensor.__getitem__:
                 shapes = _indexed_shapes(source.shape, _carried(source), args[1])
                 if shapes is not None and shapes.shape[0] == out.shape[0]:
                     return _carry(out, shapes)
@@ -252,7 +250,7 @@ def check_image_shapes(image_shapes, inputs):
     device from them (:func:`.masks.region_mask`). An empty region (0 rows or columns: a crop of the batch that
     lies wholly in an image's padding) is refused with its own message."""
     shapes = torch.as_tensor(image_shapes, dtype=torch.long, device='cpu').reshape(-1, 2)
-    B, H, W = inputs.shape[0], *inputs.shape[-2:]
+    B, *_, H, W = inputs.shape
     if shapes.shape[0] != B:
         raise ValueError(f'image_shapes gives {shapes.shape[0]} images for a batch of {B}')
     empty = shapes.eq(0).any(1)

@@ -11,7 +11,9 @@ from padding_cases import small_backbone
 from inline_backbones.regions import (
     SHAPES_ATTR,
     RegionBatch,
+    _rebuild_region_batch,
     attach_image_shapes,
+    attach_sample_shapes,
     infer_image_shapes,
     resolve_regions,
     split_regions,
@@ -96,7 +98,8 @@ def _save_load(x):
     buffer = io.BytesIO()
     torch.save(x, buffer)
     buffer.seek(0)
-    return torch.load(buffer, weights_only=False)
+    with torch.serialization.safe_globals([_rebuild_region_batch, RegionBatch]):
+        return torch.load(buffer, weights_only=True)
 
 
 @pytest.mark.parametrize('op', COPIES.values(), ids=COPIES.keys())
@@ -144,6 +147,8 @@ OTHER_OPS = {
     'where': lambda x: torch.where(x > 0.5, x, 0.),
     'masked_fill': lambda x: x.masked_fill(x > 0.5, 0.),
     'scalar-tensor-op': lambda x: torch.ones(1) + x,
+    'cat-keywords': lambda x: torch.cat(tensors=[x, x]),          # no positional argument
+    'permute-list': lambda x: x.permute([0, 1, 3, 2]),             # a second argument that looks like an index
 }
 
 
@@ -175,8 +180,10 @@ def test_attach_is_in_place_checked_and_split_regions_unwraps():
     plain, shapes = split_regions(x)
     assert type(plain) is torch.Tensor and plain.data_ptr() == x.data_ptr() and shapes.tolist() == [[64, 48], [30, 20]]
     assert split_regions(plain)[0] is plain and split_regions(plain)[1] is None
-    with pytest.raises(ValueError, match='outside the 64x48'):
+    with pytest.raises(ValueError, match=r'^image 1 has shape \(65, 20\), outside the 64x48 batch input$'):
         attach_image_shapes(torch.rand(2, 3, 64, 48), [(64, 48), (65, 20)])
+    assert carried(attach_image_shapes(torch.rand(1, 3, 64, 48), [(60.0, 40.0)])) == [[60, 40]]   # to long
+    assert getattr(x, SHAPES_ATTR).dtype == torch.long
     with pytest.raises(ValueError, match='gives 1 images for a batch of 2'):
         attach_image_shapes(torch.rand(2, 3, 64, 48), [(64, 48)])
     g = torch.rand(1, 3, 8, 8, requires_grad=True)
@@ -259,3 +266,32 @@ def test_backbone_works_on_a_plain_tensor_inside(monkeypatch):
         assert calls == [], calls[:5]
         assert all(type(o) is torch.Tensor for o in outs)
         assert all(torch.equal(a, b) for a, b in zip(outs, ref, strict=True))
+
+
+def test_deepcopy_keeps_shared_references_and_repr_shows_the_regions():
+    x = batch()
+    a, b = copy.deepcopy([x, x])
+    assert a is b and a is not x and carried(a) == [list(s) for s in SHAPES]
+    assert getattr(a, SHAPES_ATTR) is not getattr(x, SHAPES_ATTR)             # its own copy of the regions
+    assert repr(x) == f'RegionBatch({x.as_subclass(torch.Tensor)!r}, image_shapes={[list(s) for s in SHAPES]})'
+    bare = x.as_subclass(torch.Tensor).as_subclass(RegionBatch)
+    assert type(pickle.loads(pickle.dumps(bare))) is torch.Tensor            # no regions: a plain tensor back
+
+
+def test_other_subclasses_get_the_shapes_as_an_attribute():
+    class Other(torch.Tensor):
+        pass
+
+    x = torch.rand(2, 3, 64, 48).as_subclass(Other)
+    assert attach_image_shapes(x, [(64, 48), (30, 20)]) is x and type(x) is Other
+    assert resolve_regions(x).tolist() == [[64, 48], [30, 20]]
+    assert resolve_regions(x, [(10, 10)] * 2).tolist() == [[10, 10]] * 2      # explicit still wins
+
+
+def test_sample_shapes_come_from_img_shape_without_channels():
+    from types import SimpleNamespace
+    samples = [SimpleNamespace(metainfo={'img_shape': (60, 70, 3)}), SimpleNamespace(metainfo={'img_shape': (64, 48)})]
+    data = attach_sample_shapes({'inputs': torch.rand(2, 3, 64, 80), 'data_samples': samples})
+    assert carried(data['inputs']) == [[60, 70], [64, 48]]
+    plain = torch.rand(2, 3, 64, 80)
+    assert attach_sample_shapes({'inputs': plain, 'data_samples': []})['inputs'] is plain   # nothing to attach
