@@ -1,4 +1,5 @@
-"""The window partition (``tokens/masks.window_plan``) against a naive definition of Swin's windows.
+"""The window partition (``tokens/masks.window_plan``) against a naive definition of Swin's windows, and the token map
+that builds and caches it (``tokens/token_map.TokenMap``).
 
 Plain maps (Swin): pad bottom/right to a window multiple, roll by ``-s`` (``s = ws // 2`` on shifted blocks of a
 map larger than the window, else 0), cut ``ws x ws`` windows; token (i, j) sits at cell
@@ -14,6 +15,7 @@ import torch
 
 from inline_backbones.models.tokens import masks
 from inline_backbones.models.tokens.masks import from_windows, to_windows, window_plan
+from inline_backbones.models.tokens.token_map import TokenMap
 
 
 def naive_cells(H, W, ws, shift, regions, clip):
@@ -90,3 +92,24 @@ def test_padding_aware_windows_place_each_image_on_its_own(monkeypatch, hw, regi
     x = torch.randn(2, H * W, 3)
     inside = masks.region_mask(torch.tensor(regions), (H, W))
     assert torch.equal(from_windows(to_windows(x, plan), plan, 2), x * inside)  # outside each region: zeros
+
+
+def test_a_token_map_builds_its_masks_on_its_device_once():
+    """On the meta device (where a GPU run would put them on the GPU): every mask and index map the map builds
+    is on the tokens' device, each built once and cached under its own key."""
+    x = torch.empty(2, 12 * 9, 8, device='meta')
+    tokens = TokenMap.of(x, (12, 9), regions=torch.tensor([[12, 9], [7, 5]]))
+    assert tokens.device == x.device and tokens.batch_size == 2
+    plan = tokens.window_plan(7, True)
+    built = [tokens.token_mask(), tokens.seam_mask(7), plan.gather, plan.scatter, plan.mask]
+    assert all(t.device.type == 'meta' for t in built)
+    assert tokens.window_plan(7, True) is plan and tokens.seam_mask(7) is built[1] and tokens.token_mask() is built[0]
+    assert tokens.window_plan(7, False) is not plan and tokens.window_plan(7, True, clip=False) is not plan
+    assert tokens.downsampled((6, 5), 2).device == x.device
+
+
+def test_downsampled_regions_are_ceiled_and_clamped_per_side():
+    tokens = TokenMap((9, 4), 2, 'cpu', torch.tensor([[9, 4], [3, 1]]))
+    assert tokens.downsampled((5, 2), 2).regions.tolist() == [[5, 2], [2, 1]]
+    assert tokens.downsampled((4, 2), 2).regions.tolist() == [[4, 2], [2, 1]]     # at most the new map
+    assert TokenMap((9, 4), 2, 'cpu').downsampled((5, 2), 2).regions is None
