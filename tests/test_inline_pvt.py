@@ -198,3 +198,26 @@ def test_registry_frozen_stages_and_grad_checkpointing():
         sum(o.square().mean() for o in m(x.requires_grad_())).backward()
         grads.append(m.layers[1].embed.pos_embed.grad)
     torch.testing.assert_close(grads[0], grads[1])
+
+
+def test_the_pvt_key_filter_names_what_is_wrong():
+    """The filter's own errors, whole: mixed formats list both key sets; a file in neither format lists its keys,
+    with the prefix hint when they are a detector's; a file that converts but does not fit gets the family's hint."""
+    from inline_backbones.models.families.pvt_checkpoint import checkpoint_filter_fn
+    model = InLinePVT(pf.mini_arch('IIII'), attn_type='IIII')
+    with pytest.raises(CheckpointMismatchError) as err:
+        checkpoint_filter_fn({'pos_embed1': torch.zeros(1), 'layers.0.embed.pos_embed': torch.zeros(1)}, model)
+    assert str(err.value) == ('its keys mix the released InLine-PVT format and ours:\n'
+                              '  released-format keys (1): pos_embed1\n  our keys (1): layers.0.embed.pos_embed')
+    with pytest.raises(CheckpointMismatchError) as err:
+        checkpoint_filter_fn({'backbone.layers.0.embed.pos_embed': torch.zeros(1)}, model)
+    assert str(err.value) == ("its keys are in no InLine-PVT checkpoint format (released: pos_embed{i}, "
+                              "patch_embed{i}.*, block{i}.*; ours: layers.*); a detector's or segmentor's checkpoint "
+                              "needs prefix='backbone.' (init_cfg prefix):\n"
+                              '  unexpected in checkpoint (1): backbone.layers.0.embed.pos_embed')
+    with pytest.raises(CheckpointMismatchError) as err:
+        checkpoint_filter_fn({'cls_token': torch.zeros(1)}, model)
+    assert str(err.value).endswith('ours: layers.*):\n  unexpected in checkpoint (1): cls_token')
+    filtered = checkpoint_filter_fn({'pos_embed1': torch.zeros(1)}, model)
+    assert list(filtered) == ['layers.0.embed.pos_embed']
+    assert filtered.hint == 'check arch, attn_type and that this is an InLine-PVT checkpoint'
