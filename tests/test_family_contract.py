@@ -12,6 +12,7 @@ first-conv names).
 import copy
 import hashlib
 import math
+import sys
 from dataclasses import dataclass
 
 import pytest
@@ -30,6 +31,7 @@ from inline_backbones import (
 )
 from inline_backbones.models.stages import to_nchw, to_nhwc
 from inline_backbones.released import PAPER_FIGURES, RELEASED_CHECKPOINTS
+from inline_backbones.timm_classifier import _model_function, pretrained_cfg
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,20 @@ def test_timm_model_function_has_its_release_and_its_papers_figures(name):
     preset = next(c for c in FAMILIES.values() if c.timm_prefix == prefix + '_').backbone.arch_zoo[arch]
     assert function.__name__ == name and function.__doc__ == PAPER_FIGURES[name]
     assert f"depths {'-'.join(map(str, preset['depths']))}, layout {preset['attn_type']};" in function.__doc__
-    assert timm.models.get_pretrained_cfg(name).url == RELEASED_CHECKPOINTS[f'{prefix}_{arch[0]}']
+    case = next(c for c in FAMILIES.values() if c.timm_prefix == prefix + '_')
+    url = RELEASED_CHECKPOINTS[f'{prefix}_{arch[0]}']
+    registered = timm.models.get_pretrained_cfg(name).to_dict()
+    assert registered.items() >= pretrained_cfg(case.classifier.family, url).items()   # what the builder makes now
+    assert (registered['url'], registered['crop_pct'], registered['interpolation'], registered['mean']) == (
+        url, 0.875, 'bicubic', (0.485, 0.456, 0.406))
+    if arch == 'tiny':      # a model function made again: named, documented and building its family's classifier
+        module = vars(sys.modules[case.classifier.__module__])
+        again = _model_function(case.classifier, name, arch, PAPER_FIGURES[name], module['__name__'])
+        assert (again.__name__, again.__qualname__, again.__module__, again.__doc__) == (
+            name, name, case.classifier.__module__, PAPER_FIGURES[name])
+        model = again(**case.small, num_classes=3)
+        assert type(model) is case.classifier and model.arch['depths'] == case.small['depths']
+        assert model.pretrained_cfg['url'] == url and model.num_classes == 3
 
 
 @pytest.mark.parametrize('family', FAMILIES)
