@@ -351,6 +351,22 @@ def test_torchscript_of_an_fx_graph_is_refused_the_same_way(family):
 
 
 @pytest.mark.parametrize('family', FAMILIES)
+def test_reset_classifier_makes_a_fresh_head(family):
+    case = FAMILIES[family]
+    model = case.classifier(arch=case.small, attn_type=case.layouts[0], num_classes=3).eval()
+    torch.manual_seed(0)
+    model.reset_classifier(40, 'avg')
+    head = model.head
+    assert isinstance(head, torch.nn.Linear) and (head.in_features, head.out_features) == (model.num_features, 40)
+    assert model.num_classes == 40 and torch.equal(head.bias, torch.zeros(40))
+    assert 0.015 < head.weight.std() < 0.025                          # truncated normal, std 0.02
+    with torch.no_grad():
+        assert model(torch.randn(1, 3, 64, 64)).shape == (1, 40)
+    model.reset_classifier(1)
+    assert model.head.out_features == 1 and model.num_classes == 1
+
+
+@pytest.mark.parametrize('family', FAMILIES)
 def test_forward_intermediates_and_pruning_follow_timm(family):
     """timm's feature interface: the stage maps NCHW or NHWC, ``norm`` on the last stage only, ``indices`` (a list,
     or n = the last n), ``intermediates_only`` stops after the last index, the final map is ``forward_features``;
