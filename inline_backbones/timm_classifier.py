@@ -32,7 +32,7 @@ def check_global_pool(global_pool):
 
 
 class Classifier(Trunk):
-    """A family's trunk as a timm ImageNet classifier (a family subclass sets ``family``):
+    """A family's trunk as a timm ImageNet classifier (a family subclass: ``class X(Classifier, family=TABLE)``):
     ``logits = head(mean_{H,W}(norm(map)))``, ``norm`` the last stage's output norm where the family has them.
 
     Args:

@@ -9,7 +9,7 @@ from .trunk import Trunk
 
 
 class Backbone(Trunk, BaseModule):
-    """A family's trunk as an mmdet/mmseg backbone (a family subclass sets ``family``).
+    """A family's trunk as an mmdet/mmseg backbone (a family subclass: ``class X(Backbone, family=TABLE)``).
 
     ``forward(x, image_shapes=None)`` returns the NCHW maps of the ``out_indices`` stages (strides 4, 8, 16, 32
     for four stages), each through its output norm ``norm{i}`` where the family has them.
