@@ -21,7 +21,7 @@ from inline_backbones.models.tokens.token_map import TokenMap
 def naive_cells(H, W, ws, shift, regions, clip):
     """token (b, i, j) -> (window key, row and column inside the window), by the definition above."""
     cells = {}
-    for b, (h, w) in enumerate(regions if regions is not None else [(H, W)] * 1):
+    for b, (h, w) in enumerate(regions if regions is not None else [(H, W)]):
         s = ws // 2 if shift and min(h, w) > ws else 0
         if regions is None:
             wh, ww = (ws, ws) if s or not clip else (min(ws, H), min(ws, W))
