@@ -261,11 +261,11 @@ def test_window_attention_arguments_dropout_and_repr():
         assert not torch.allclose(dropping.train()(x, tokens), ref, rtol=1e-3, atol=1e-3)
 
 
-def test_block_rejects_unknown_mixer():
-    from inline_backbones.models.blocks import TransformerBlock
+def test_unknown_mixer_is_rejected_naming_the_registered_ones():
+    from inline_backbones.models.mixers import build_mixer
     registered = r"\['inline', 'inline_pvt', 'linear', 'spatial_reduction', 'window'\]"
     with pytest.raises(ValueError, match=r"unknown token mixer 'global'; registered: " + registered):
-        TransformerBlock(16, 2, dict(type='global'))
+        build_mixer(dict(type='global'), 16, 2, block_index=0)
 
 
 def test_init_from_scratch_and_from_an_mmengine_init_cfg():

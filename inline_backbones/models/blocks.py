@@ -28,7 +28,7 @@ class GemmLayerNorm(nn.LayerNorm):
 class PatchEmbed(nn.Module):
     """Non-overlapping ``patch_size`` x ``patch_size`` conv + LayerNorm; pads bottom/right to a multiple."""
 
-    def __init__(self, in_channels=3, embed_dims=96, patch_size=4):
+    def __init__(self, in_channels, embed_dims, patch_size):
         super().__init__()
         self.patch_size = patch_size
         self.proj = nn.Conv2d(in_channels, embed_dims, patch_size, stride=patch_size)
@@ -80,8 +80,8 @@ class TransformerBlock(nn.Module):
     and the recomputation, so both read the same masks and window partitions).
     """
 
-    def __init__(self, embed_dims, num_heads, mixer_cfg, block_index=0, mlp_ratio=4., drop_rate=0.,
-                 drop_path_rate=0., with_cp=False, norm_eps=1e-5):
+    def __init__(self, embed_dims, num_heads, mixer_cfg, *, block_index, mlp_ratio, drop_rate, drop_path_rate,
+                 with_cp, norm_eps):
         super().__init__()
         self.with_cp = with_cp
         self.norm1 = GemmLayerNorm(embed_dims, eps=norm_eps)
