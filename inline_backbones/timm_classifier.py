@@ -56,7 +56,7 @@ class Classifier(Trunk):
                              'use the mmdet/mmseg backbone for padded batches of different sizes')
         family = self.family
         arch = family.resolve_arch(next(iter(family.arch_zoo)) if arch is None else arch)
-        arch.update({k: kwargs.pop(k) for k in [*ARCH_REQUIRED, *family.arch_defaults, 'attn_type'] if k in kwargs})
+        arch.update({k: kwargs.pop(k) for k in [*ARCH_REQUIRED, *family.arch_defaults] if k in kwargs})
         super().__init__(arch=arch, attn_type=attn_type, in_channels=in_chans, drop_path_rate=drop_path_rate,
                          with_cp=with_cp, options=kwargs)
         self.feature_info = [dict(num_chs=c, reduction=self.stride * 2 ** i, module=f'layers.{i}')
@@ -130,10 +130,10 @@ class Classifier(Trunk):
         load_pretrained(self, path)
 
 
-def checkpoint_filter_fn(state_dict, model, source='state dict'):
+def checkpoint_filter_fn(state_dict, model):
     """timm's ``pretrained_filter_fn``: unwrap ``{'model': ...}`` / ``{'state_dict': ...}`` and ``module.``,
     apply the model's family filter, check strictly (:class:`~.checkpoint.CheckpointMismatchError`)."""
-    return filter_state_dict(model, extract_state_dict(state_dict), source)
+    return filter_state_dict(model, extract_state_dict(state_dict))
 
 
 TIMM_HINT = "timm.create_model(..., pretrained=True, pretrained_cfg_overlay=dict(file=PATH))"
@@ -166,7 +166,7 @@ def create_classifier(cls, variant, pretrained=False, pretrained_cfg_overlay=Non
     from timm.models._builder import resolve_pretrained_cfg
 
     depths = kwargs.get('depths') or cls.family.resolve_arch(kwargs['arch'])['depths']
-    out_indices = kwargs.pop('out_indices', tuple(range(len(depths))))
+    every_stage = tuple(range(len(depths)))          # features_only's default (timm's is 5 stages); its out_indices win
     pretrained_cfg_overlay = {'custom_load': True, **(pretrained_cfg_overlay or {})}
     if pretrained:
         cfg = resolve_pretrained_cfg(variant, pretrained_cfg=kwargs.get('pretrained_cfg'),
@@ -176,7 +176,7 @@ def create_classifier(cls, variant, pretrained=False, pretrained_cfg_overlay=Non
             pretrained_cfg_overlay['file'] = download_checkpoint(url, hint=TIMM_HINT)
     return build_model_with_cfg(
         cls, variant, pretrained, pretrained_cfg_overlay=pretrained_cfg_overlay,
-        pretrained_filter_fn=checkpoint_filter_fn, feature_cfg=dict(feature_cls='getter', out_indices=out_indices),
+        pretrained_filter_fn=checkpoint_filter_fn, feature_cfg=dict(feature_cls='getter', out_indices=every_stage),
         **kwargs)
 
 

@@ -31,7 +31,7 @@ from inline_backbones import (
 )
 from inline_backbones.models.stages import to_nchw, to_nhwc
 from inline_backbones.released import PAPER_FIGURES, RELEASED_CHECKPOINTS
-from inline_backbones.timm_classifier import _model_function, pretrained_cfg
+from inline_backbones.timm_classifier import _model_function, checkpoint_filter_fn, pretrained_cfg
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def test_timm_registry_has_every_family():
 
 
 @pytest.mark.parametrize('name', TIMM_MODELS)
-def test_timm_model_function_has_its_release_and_its_papers_figures(name):
+def test_timm_model_function_has_its_release_and_its_papers_figures(name, tmp_path):
     """Each model function is registered under its name with the released link and a docstring whose depths and
     layout are its preset's."""
     function = timm.models.model_entrypoint(name)
@@ -87,14 +87,21 @@ def test_timm_model_function_has_its_release_and_its_papers_figures(name):
     assert registered.items() >= pretrained_cfg(case.classifier.family, url).items()   # what the builder makes now
     assert (registered['url'], registered['crop_pct'], registered['interpolation'], registered['mean']) == (
         url, 0.875, 'bicubic', (0.485, 0.456, 0.406))
-    if arch == 'tiny':      # a model function made again: named, documented and building its family's classifier
+    if arch == 'small':     # a model function made again: named, documented and building its family's classifier
         module = vars(sys.modules[case.classifier.__module__])
         again = _model_function(case.classifier, name, arch, PAPER_FIGURES[name], module['__name__'])
         assert (again.__name__, again.__qualname__, again.__module__, again.__doc__) == (
             name, name, case.classifier.__module__, PAPER_FIGURES[name])
-        model = again(**case.small, num_classes=3)
-        assert type(model) is case.classifier and model.arch['depths'] == case.small['depths']
+        with torch.device('meta'):
+            model = again(num_classes=3)
+        assert type(model) is case.classifier and model.arch == case.classifier.family.resolve_arch(arch)
         assert model.pretrained_cfg['url'] == url and model.num_classes == 3
+        source = case.classifier(**case.small, attn_type=preset['attn_type'], num_classes=3)
+        path = tmp_path / 'released.pth'
+        torch.save({'model': source.state_dict()}, path)
+        model = again(True, pretrained_cfg_overlay=dict(file=str(path)), **case.small, num_classes=3)   # timm's call
+        assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), source.state_dict().values(),
+                                                       strict=True))
 
 
 @pytest.mark.parametrize('family', FAMILIES)
@@ -194,6 +201,53 @@ def test_dropout_and_norm_eps_reach_every_block(family):
     assert family != 'pvt' or eps == 1e-6              # PVT's blocks: not the default 1e-5
 
 
+def _swin_options_landed(model):
+    mixers = [block.attn for stage in model.layers for block in stage.blocks]
+    assert model.patch_embed.proj.stride == (2, 2) and model.patch_embed.patch_size == 2
+    assert model.inline_window_size == 3
+    assert {(type(m).__name__, m.window_size) for m in mixers} == {('InLineAttention', 3), ('WindowAttention', 5)}
+    assert all(m.relative_position_bias_table.shape[0] == 9 ** 2 for m in mixers if hasattr(m, 'relative_position_bias_table'))
+
+
+def _pvt_options_landed(model):
+    embeds = [stage.embed for stage in model.layers]
+    assert [e.pos_shape for e in embeds] == [(32, 32), (16, 16), (8, 8), (4, 4)]      # 128 / 4, 8, 16, 32
+    assert all(e.norm.eps == 1e-3 for e in embeds)
+    reductions = [block.attn.norm for stage in model.layers for block in stage.blocks if hasattr(block.attn, 'norm')]
+    assert reductions and all(norm.eps == 1e-4 for norm in reductions)
+
+
+# Each family's own options, with values none of them defaults to, and where they must land.
+FAMILY_OPTIONS = {
+    'swin': (dict(window_size=5, patch_size=2, inline_window_size=3), _swin_options_landed),
+    'pvt': (dict(pretrain_img_size=128, arch=dict(FAMILIES['pvt'].small, patch_norm_eps=1e-3, sr_norm_eps=1e-4)),
+            _pvt_options_landed),
+}
+
+
+@pytest.mark.parametrize('family', FAMILIES)
+def test_every_option_reaches_every_layer_it_configures(family):
+    case = FAMILIES[family]
+    options, landed = FAMILY_OPTIONS[family]
+    options = dict(dict(arch=case.small), **options)
+    model = case.backbone(attn_type=case.layouts[1], qkv_bias=False, drop_rate=0.25, attn_drop_rate=0.125,
+                          with_cp=True, **options)
+    blocks = [block for stage in model.layers for block in stage.blocks]
+    assert {type(block.attn).__name__ for block in blocks} == {'InLineAttention', 'WindowAttention'} \
+        if family == 'swin' else {'InLinePVTAttention', 'SpatialReductionAttention'}
+    for block in blocks:
+        assert block.with_cp is True
+        assert block.attn.proj_drop.p == 0.25
+        projections = [m for name, m in block.attn.named_children() if name in ('qkv', 'q', 'kv')]
+        assert projections and all(m.bias is None for m in projections)     # qkv_bias=False
+        assert getattr(block.attn, 'attn_drop_rate', 0.125) == 0.125        # the softmax mixers' weights' dropout
+    assert sum(hasattr(block.attn, 'attn_drop_rate') for block in blocks) > 0
+    block_dropouts = {id(m) for block in blocks for m in block.modules()}
+    stem_dropouts = [m for m in model.modules() if isinstance(m, torch.nn.Dropout) and id(m) not in block_dropouts]
+    assert stem_dropouts and all(m.p == 0.25 for m in stem_dropouts)    # after the (position) embeddings
+    landed(model)
+
+
 @pytest.mark.parametrize('family', FAMILIES)
 def test_defaults_are_the_first_preset_and_rgb_and_in_channels_reach_the_stem(family):
     case = FAMILIES[family]
@@ -278,6 +332,7 @@ def test_gradient_checkpointing_is_switched_on_every_block_and_changes_no_gradie
         sum(o.square().sum() for o in model(x)).backward()
         return [p.grad.clone() for p in model.parameters()]
 
+    assert all(block.with_cp is False for block in blocks)   # off by default
     plain = gradients()
     model.set_grad_checkpointing()           # timm's convention: on by default
     assert all(block.with_cp is True for block in blocks)
@@ -351,6 +406,47 @@ def test_torchscript_of_an_fx_graph_is_refused_the_same_way(family):
 
 
 @pytest.mark.parametrize('family', FAMILIES)
+def test_classifier_defaults_options_and_feature_info(family):
+    """timm's defaults (1000 classes, stochastic depth 0.1, no checkpointing), ``feature_info`` naming the stages,
+    a one-class head, ``with_cp``, and padded batches refused (the classifier pools every token)."""
+    case = FAMILIES[family]
+    with torch.device('meta'):
+        model = case.classifier()
+    blocks = [block for stage in model.layers for block in stage.blocks]
+    assert model.head.out_features == model.num_classes == 1000 and model.global_pool == 'avg'
+    assert blocks[-1].drop_path.drop_prob == pytest.approx(0.1) and not any(block.with_cp for block in blocks)
+    assert model.feature_info == [dict(num_chs=c, reduction=4 * 2 ** i, module=f'layers.{i}')
+                                  for i, c in enumerate(model.stage_dims)]
+    model = case.classifier(arch=case.small, attn_type=case.layouts[0], num_classes=1, with_cp=True)
+    assert isinstance(model.head, torch.nn.Linear) and model.head.out_features == 1
+    assert all(block.with_cp is True for stage in model.layers for block in stage.blocks)
+    assert not case.classifier(arch=case.small, attn_type=case.layouts[0], padding_aware=False).padding_aware
+    with pytest.raises(ValueError) as error:
+        case.classifier(arch=case.small, attn_type=case.layouts[0], padding_aware=True)
+    assert str(error.value) == ('padding_aware is not supported by the classifier (it pools every token of the '
+                                'input): use the mmdet/mmseg backbone for padded batches of different sizes')
+
+
+@pytest.mark.parametrize('family', FAMILIES)
+def test_timm_filter_fn_unwraps_and_checks_strictly(family):
+    """The ``pretrained_filter_fn`` timm is given: a wrapped (``{'model': ...}``, ``module.``) state dict of the
+    model comes back loadable as is; a key the model lacks is an error naming it."""
+    case = FAMILIES[family]
+    model = case.classifier(arch=case.small, attn_type=case.layouts[0])
+    state = model.state_dict()
+    wrapped = {'model': {f'module.{k}': v for k, v in state.items()}}
+    filtered = checkpoint_filter_fn(wrapped, model)
+    assert filtered.keys() == state.keys() and all(filtered[k] is state[k] for k in state)
+    wrapped['model']['module.extra'] = torch.zeros(1)
+    with pytest.raises(CheckpointMismatchError) as error:
+        checkpoint_filter_fn(wrapped, model)
+    message = str(error.value)
+    assert message.startswith(f"checkpoint 'state dict' does not fit {case.classifier.__name__} (check arch, "
+                              'attn_type and that this is an ') and message.endswith(
+                                  'checkpoint):\n  unexpected in checkpoint (1): extra')
+
+
+@pytest.mark.parametrize('family', FAMILIES)
 def test_reset_classifier_makes_a_fresh_head(family):
     case = FAMILIES[family]
     model = case.classifier(arch=case.small, attn_type=case.layouts[0], num_classes=3).eval()
@@ -393,9 +489,13 @@ def test_forward_intermediates_and_pruning_follow_timm(family):
         model.layers[3].forward = stage3
     with pytest.raises(ValueError, match="output_fmt must be 'NCHW' or 'NHWC', got 'NWHC'"):
         model.forward_intermediates(x, output_fmt='NWHC')
+    with torch.no_grad():                               # the final map does not stop at the last index
+        assert torch.equal(model.forward_intermediates(x, indices=[0])[0], final)
+    norm = model.norm
     assert model.prune_intermediate_layers([0, 1]) == [0, 1]
     assert len(model.layers) == 2 and model.num_classes == 0 and model.global_pool == ''
-    assert isinstance(model.head, torch.nn.Identity) and model.norm is not None
+    assert isinstance(model.head, torch.nn.Identity) and model.norm is norm      # kept unless asked
+    assert model.prune_intermediate_layers() == [1] and len(model.layers) == 2   # timm's default: the last index
     model.prune_intermediate_layers([0], prune_norm=True, prune_head=False)
     assert len(model.layers) == 1 and isinstance(model.norm, torch.nn.Identity)
 

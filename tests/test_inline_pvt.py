@@ -138,8 +138,10 @@ def test_sizes_where_the_authors_resize_fails(size):
 
 def test_la_sr_ratios_above_one_are_refused():
     for bad in (2, '8421', (1, 1, 1, 2)):
-        with pytest.raises(ValueError, match='la_sr_ratios .* supports 1 only'):
+        with pytest.raises(ValueError) as error:
             InLinePVT('tiny', la_sr_ratios=bad)
+        assert str(error.value) == (f'la_sr_ratios {bad!r}: InLine-PVT supports 1 only (no key reduction in InLine '
+                                    "stages); the authors' la_sr_ratio > 1 is broken and unused by the released models")
     with pytest.raises(ValueError, match='la_sr_ratio 1 only'):
         InLinePVTAttention(64, 2, sr_ratio=8)
     assert InLinePVT(dict(embed_dims=[8] * 4, depths=[1] * 4, num_heads=[1] * 4), attn_type='IIII', la_sr_ratios='1111')

@@ -238,3 +238,16 @@ def test_padding_aware_is_refused_by_the_classifier_not_ignored():
     with pytest.raises(ValueError, match='padding_aware is not supported by the classifier'):
         timm.create_model('inline_swin_tiny', padding_aware=True, **small)
     assert not timm.create_model('inline_swin_tiny', padding_aware=False, **small).padding_aware
+
+
+def test_features_only_follows_the_models_own_depths_and_refuses_out_indices_without_it():
+    """features_only's default takes every stage of the model built (here three), not timm's five; out_indices
+    without features_only is an error naming the options (timm models take it only with features_only)."""
+    arch = dict(embed_dims=16, depths=[1, 1, 1], num_heads=[1, 2, 4], attn_type='IIS')
+    features = timm.create_model('inline_swin_tiny', features_only=True, **arch)
+    assert features.feature_info.channels() == [16, 32, 64] and features.feature_info.reduction() == [4, 8, 16]
+    with torch.no_grad():
+        assert [tuple(m.shape) for m in features(torch.randn(1, 3, 64, 96))] == [(1, 16, 16, 24), (1, 32, 8, 12),
+                                                                                (1, 64, 4, 6)]
+    with pytest.raises(TypeError, match=r"InLineSwinClassifier got unexpected keyword arguments \['out_indices'\]"):
+        timm.create_model('inline_swin_tiny', out_indices=(1,), **arch)

@@ -295,8 +295,10 @@ def test_timm_pretrained_true_downloads_verified_into_the_hub_cache(serve, hub_d
     state = {k: v for k, v in source.state_dict().items() if not k.endswith('relative_position_index')}
     base, log = serve({'/f/jjjj0000/?dl=1': [(200, checkpoint_bytes({'model': state}))]})
     url = share(base, 'jjjj0000')
-    for _ in range(2):                              # the second one reads the cache
-        model = timm.create_model('inline_swin_tiny', pretrained=True, pretrained_cfg_overlay=dict(url=url),
-                                  **mini_arch('IIIS'), attn_type='IIIS')
+    # the link as timm may hold it: the overlay's url, a (url, file name) pair, the user's own pretrained_cfg;
+    # the second and later ones read the cache
+    for where in (dict(pretrained_cfg_overlay=dict(url=url)), dict(pretrained_cfg_overlay=dict(url=(url, 'x.pth'))),
+                  dict(pretrained_cfg=dict(url=url, num_classes=1000))):
+        model = timm.create_model('inline_swin_tiny', pretrained=True, **where, **mini_arch('IIIS'), attn_type='IIIS')
         assert_loaded(model, state)
     assert log == ['/f/jjjj0000/?dl=1'] and cached(hub_dir) == [os.path.basename(cache_path(url))]

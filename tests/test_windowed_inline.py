@@ -100,3 +100,16 @@ def test_runs_at_detection_resolution_shape():
         outs = model(x, image_shapes=[(800, 1333)])
     assert [o.shape[-2:] for o in outs] == [(200, 336), (100, 168), (50, 84), (25, 42)]
     assert all(torch.isfinite(o).all() for o in outs)
+
+
+def test_inline_window_size_must_be_none_or_a_positive_int():
+    for bad in (0, -2, True, 2.0, '8'):
+        with pytest.raises(ValueError) as error:
+            small_backbone('tiny', inline_window_size=bad)
+        assert str(error.value) == f'inline_window_size must be None or a positive int, got {bad!r}'
+    model = small_backbone('tiny', inline_window_size=1)                   # windows of one token: allowed
+    assert {b.attn.window_size for s in model.layers for b in s.blocks if isinstance(b.attn, InLineAttention)} == {1}
+    with pytest.raises(ValueError) as error:
+        small_backbone('tiny', attn_type='LIIS', inline_window_size=8)
+    assert str(error.value) == ("layout 'LIIS' has plain linear attention blocks (letter L, an ablation), which "
+                                'attend globally: inline_window_size must be None')

@@ -59,23 +59,23 @@ def build(trunk, arch, layout, drop_path_rates, in_channels, with_cp, la_sr_rati
         raise ValueError(f'la_sr_ratios {la_sr_ratios!r}: InLine-PVT supports 1 only (no key reduction in InLine '
                          'stages); the authors\' la_sr_ratio > 1 is broken and unused by the released models')
     dims = arch['embed_dims']
-    patch_sizes = [4] + [2] * (len(layout) - 1)
     stages, grid, channels = [], pretrain_img_size, in_channels
     for i, names in enumerate(layout):
-        grid //= patch_sizes[i]
+        patch_size = 2 if i else 4                  # strides 4, 8, 16, 32
+        grid //= patch_size
         mixer_cfgs = {
             'inline_pvt': dict(type='inline_pvt', qkv_bias=qkv_bias, proj_drop_rate=drop_rate),
             'spatial_reduction': dict(type='spatial_reduction', sr_ratio=arch['sr_ratios'][i], qkv_bias=qkv_bias,
                                       attn_drop_rate=attn_drop_rate, proj_drop_rate=drop_rate,
                                       norm_eps=arch['sr_norm_eps'])}
-        embed = PVTEmbed(channels, dims[i], patch_sizes[i], (grid, grid), norm_eps=arch['patch_norm_eps'],
+        embed = PVTEmbed(channels, dims[i], patch_size, (grid, grid), norm_eps=arch['patch_norm_eps'],
                          drop_rate=drop_rate)
         stages.append(Stage(
             dims[i], arch['num_heads'][i], [mixer_cfgs[name] for name in names], mlp_ratio=arch['mlp_ratios'][i],
             drop_rate=drop_rate, drop_path_rates=drop_path_rates[i], with_cp=with_cp, norm_eps=arch['block_norm_eps'],
             embed=embed))
         channels = dims[i]
-    return stages, list(dims), patch_sizes[0]
+    return stages, list(dims), 4
 
 
 def stem(trunk, x, regions):

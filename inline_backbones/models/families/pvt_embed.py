@@ -62,7 +62,7 @@ class PVTEmbed(nn.Module):
         drop_rate (float): Dropout after the position embedding.
     """
 
-    def __init__(self, in_channels, embed_dims, patch_size, pos_shape, norm_eps=1e-5, drop_rate=0.):
+    def __init__(self, in_channels, embed_dims, patch_size, pos_shape, *, norm_eps, drop_rate):
         super().__init__()
         self.patch_size = patch_size
         self.pos_shape = tuple(pos_shape)
