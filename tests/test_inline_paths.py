@@ -199,3 +199,17 @@ def test_a_kernel_that_cannot_be_built_falls_back_to_the_generic_path(monkeypatc
     assert 'could not be built on this GPU (CompilationError' in caplog.text
     assert inline_paths._failed is not None
     monkeypatch.setattr(inline_paths, '_failed', None)
+
+
+@needs_triton
+def test_the_fallback_catches_what_triton_raises_when_a_kernel_cannot_be_built():
+    """Compilation, ptxas and resource errors (each where this Triton defines it), nothing else."""
+    import triton.compiler.errors as compiler_errors
+    import triton.runtime.errors as runtime_errors
+
+    from inline_backbones.models.mixers.inline_paths import _kernel_errors
+
+    expected = [getattr(module, name) for name in ('CompilationError', 'PTXASError', 'OutOfResources')
+                for module in (compiler_errors, runtime_errors) if hasattr(module, name)]
+    assert {error.__name__ for error in expected} == {'CompilationError', 'PTXASError', 'OutOfResources'}
+    assert set(_kernel_errors()) == set(expected) and RuntimeError not in _kernel_errors()

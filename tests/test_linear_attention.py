@@ -1,5 +1,6 @@
 """Ablation switches: plain linear attention (layout letter L) and InLine without the 3x3 residual,
 against naive N x N formulas; released layouts keep their parameters; IIIS and LLLS train from one config."""
+import copy
 import os.path as osp
 
 import pytest
@@ -126,3 +127,28 @@ def test_iiis_and_llls_train_one_step_from_the_same_config():
         grads[layout] = (type(attn).__name__, attn.qkv.weight.grad.abs().sum().item())
     assert grads['IIIS'][0] == 'InLineAttention' and grads['LLLS'][0] == 'LinearAttention'
     assert grads['IIIS'][1] > 0 and grads['LLLS'][1] > 0
+
+
+@pytest.mark.parametrize('dtype, autocast', [(torch.float16, False), (torch.float32, True)])
+@pytest.mark.parametrize('padding_aware', [False, True])
+def test_fp16_sums_over_a_coco_sized_map_stay_finite_and_accurate(dtype, autocast, padding_aware):
+    """fp16 (pure, or CPU autocast to fp16) at 128 x 128 tokens, with keys and values biased so that k^T v sums
+    to ~130,000 (over fp16's 65,504): finite and within fp16's precision of the fp64 computation."""
+    torch.manual_seed(0)
+    attn = LinearAttention(32, 2).eval()
+    with torch.no_grad():
+        attn.qkv.bias[32:64] += 2.                                     # keys ~ relu(2 + noise)
+        attn.qkv.bias[64:] += 4.                                       # values ~ 4
+    x = torch.randn(2, 128 * 128, 32)
+    tokens = TokenMap.of(x, (128, 128), torch.tensor([[128, 128], [100, 90]]) if padding_aware else None)
+    with torch.no_grad():
+        reference = copy.deepcopy(attn).double()(x.double(), tokens)
+        if autocast:
+            with torch.autocast('cpu', dtype=torch.float16):
+                out = attn(x, tokens)
+        else:
+            out = copy.deepcopy(attn).to(dtype)(x.to(dtype), tokens)
+    assert out.dtype == torch.float16 and torch.isfinite(out).all()
+    region = slice(None) if not padding_aware else tokens.token_mask()[..., 0]
+    error = (out.double() - reference)[region].norm() / reference[region].norm()
+    assert error < 4e-3                                                # fp16's unit roundoff: 4.9e-4

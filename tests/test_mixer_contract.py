@@ -1,0 +1,105 @@
+"""The contract every token mixer keeps, written once and parametrized over the registry (:data:`MIXERS`): its
+constructor's errors and defaults, ``qkv_bias`` and the dropouts reaching their layers, its repr, the
+registry itself (a new mixer is buildable and a leaf of fx graphs). What each mixer computes is tested against
+its reference in its own file (``test_inline_attention.py``, ``test_linear_attention.py``, ...)."""
+import pytest
+import torch
+from timm.layers import get_notrace_modules
+from torch import nn
+
+from inline_backbones.models.mixers import MIXERS, build_mixer, register_mixer
+from inline_backbones.models.tokens.token_map import TokenMap
+
+BUILT_IN = ('inline', 'window', 'linear', 'inline_pvt', 'spatial_reduction')
+SOFTMAX = ('window', 'spatial_reduction')     # the mixers with attention weights to drop
+
+
+def projections(mixer):
+    """The q, k, v projection layers of a mixer (one ``qkv``, or PVT's ``q`` and ``kv``)."""
+    return [module for name, module in mixer.named_children() if name in ('qkv', 'q', 'kv')]
+
+
+def test_the_registry_holds_the_built_in_mixers_as_fx_leaves():
+    assert set(BUILT_IN) <= set(MIXERS)
+    assert all(MIXERS[name] in get_notrace_modules() for name in BUILT_IN)
+
+
+@pytest.mark.parametrize('name', BUILT_IN)
+def test_defaults_bias_and_dropout(name):
+    mixer = build_mixer(dict(type=name), 16, 2, block_index=0)
+    assert mixer.embed_dims == 16 and mixer.num_heads == 2
+    assert projections(mixer) and all(p.bias is not None for p in projections(mixer))   # qkv_bias defaults to True
+    assert mixer.proj_drop.p == 0 and getattr(mixer, 'attn_drop_rate', 0) == 0
+    mixer = build_mixer(dict(type=name, qkv_bias=False, proj_drop_rate=0.25), 16, 2, block_index=0)
+    assert all(p.bias is None for p in projections(mixer)) and mixer.proj_drop.p == 0.25
+    if hasattr(mixer, 'qkv_projection'):                  # the GPU path's view of the projections
+        weight, bias = mixer.qkv_projection()
+        assert weight.shape == (48, 16) and bias is None
+
+
+@pytest.mark.parametrize('name', BUILT_IN)
+def test_channels_must_divide_into_heads(name):
+    with pytest.raises(ValueError) as error:
+        build_mixer(dict(type=name), 10, 3, block_index=0)
+    assert str(error.value) == 'embed_dims 10 is not divisible by num_heads 3'
+
+
+@pytest.mark.parametrize('name, options, expected', [
+    ('inline', {}, "embed_dims=16, num_heads=2, kernel_func='identity'"),
+    ('inline', dict(kernel_func='exp', local_residual=False, window_size=4),
+     "embed_dims=16, num_heads=2, kernel_func='exp', local_residual=False, window_size=4, shift=False"),
+    ('window', {}, 'embed_dims=16, num_heads=2, window_size=7'),
+    ('linear', {}, "embed_dims=16, num_heads=2, kernel_func='relu'"),
+    ('spatial_reduction', dict(sr_ratio=2), 'embed_dims=16, num_heads=2, sr_ratio=2'),
+])
+def test_repr_names_the_options(name, options, expected):
+    assert build_mixer(dict(type=name, **options), 16, 2, block_index=0).extra_repr() == expected
+
+
+def test_shifted_windows_on_odd_blocks_show_in_the_repr():
+    assert build_mixer(dict(type='window'), 16, 2, block_index=1).extra_repr().endswith(', shift=True')
+    assert build_mixer(dict(type='inline', window_size=4), 16, 2, block_index=1).extra_repr().endswith(
+        'window_size=4, shift=True')
+
+
+@pytest.mark.parametrize('name', SOFTMAX)
+def test_attention_dropout_acts_in_training_only(name):
+    torch.manual_seed(0)
+    x = torch.randn(2, 64, 16)
+    tokens = TokenMap.of(x, (8, 8))
+    mixer = build_mixer(dict(type=name, attn_drop_rate=0.5), 16, 2, block_index=0)
+    plain = build_mixer(dict(type=name), 16, 2, block_index=0)
+    plain.load_state_dict(mixer.state_dict())
+    with torch.no_grad():
+        reference = plain(x, tokens)
+        torch.testing.assert_close(mixer.eval()(x, tokens), reference)
+        torch.testing.assert_close(plain.train()(x, tokens), reference)      # no dropout rate: no change
+        assert not torch.allclose(mixer.train()(x, tokens), reference, atol=1e-3)
+
+
+def test_spatial_reduction_options_and_errors():
+    assert not hasattr(build_mixer(dict(type='spatial_reduction'), 16, 2, block_index=0), 'sr')   # default 1: none
+    reduced = build_mixer(dict(type='spatial_reduction', sr_ratio=2, norm_eps=1e-3), 16, 2, block_index=0)
+    assert reduced.sr.stride == (2, 2) and reduced.sr.kernel_size == (2, 2) and reduced.norm.eps == 1e-3
+    assert build_mixer(dict(type='spatial_reduction', sr_ratio=2), 16, 2, block_index=0).norm.eps == 1e-5
+    for bad in (0, True, 1.5):
+        with pytest.raises(ValueError) as error:
+            build_mixer(dict(type='spatial_reduction', sr_ratio=bad), 16, 2, block_index=0)
+        assert str(error.value) == f'sr_ratio must be a positive int, got {bad!r}'
+
+
+def test_a_registered_mixer_is_built_by_name_and_is_a_leaf_of_fx_graphs():
+    class Identity(nn.Module):
+        def __init__(self, embed_dims, num_heads, scale=1.):
+            super().__init__()
+            self.scale = scale
+
+        def forward(self, x, tokens):
+            return x * self.scale
+
+    assert register_mixer('identity_for_test', Identity) is Identity
+    try:
+        mixer = build_mixer(dict(type='identity_for_test', scale=2.), 16, 2, block_index=3)
+        assert type(mixer) is Identity and mixer.scale == 2. and Identity in get_notrace_modules()
+    finally:
+        del MIXERS['identity_for_test']
