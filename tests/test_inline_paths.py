@@ -33,6 +33,9 @@ CASES = {   # name: (module, hw_shape, regions)
     'no residual, no bias': (lambda: InLineAttention(64, 2, qkv_bias=False, local_residual=False), (6, 7), REGIONS),
     'pvt': (lambda: InLinePVTAttention(64, 1), (6, 7), REGIONS),
     'pvt, N < C (not folded)': (lambda: InLinePVTAttention(64, 1), (4, 5), None),
+    'N > C (q M folded into proj)': (lambda: InLineAttention(32, 2), (9, 10), None),
+    'N > C, padding-aware, no residual': (lambda: InLineAttention(32, 2, local_residual=False), (9, 10),
+                                          torch.tensor([[9, 10], [5, 7]])),
 }
 
 
@@ -77,7 +80,7 @@ def test_padding_aware_reference_is_the_image_alone():
 def test_fp32_paths_equal_the_reference(path, case):
     build, hw, regions = CASES[case]
     attn = build().eval()
-    x = torch.randn(2, hw[0] * hw[1], 64)
+    x = torch.randn(2, hw[0] * hw[1], attn.embed_dims)
     torch.testing.assert_close(run(attn, x, hw, regions, path), reference_of(attn, x, hw, regions),
                                rtol=1e-4, atol=1e-4)
 
@@ -93,11 +96,11 @@ def test_triton_kernel_functions_equal_the_reference(kernel_func):
 
 @needs_triton
 @pytest.mark.parametrize('dtype, bound', [(torch.bfloat16, 2e-2), (torch.float16, 3e-3)])
-@pytest.mark.parametrize('case', ['global', 'padding-aware', 'pvt, N < C (not folded)'])
+@pytest.mark.parametrize('case', ['global', 'padding-aware', 'pvt, N < C (not folded)', 'N > C (q M folded into proj)'])
 def test_reduced_precision_triton_path_is_as_accurate_as_the_generic_one(dtype, bound, case):
     build, hw, regions = CASES[case]
     attn = build().eval()
-    x = torch.randn(2, hw[0] * hw[1], 64)
+    x = torch.randn(2, hw[0] * hw[1], attn.embed_dims)
     reference = reference_of(attn, x, hw, regions)
     own = torch.ones(2, hw[0] * hw[1], 1) if regions is None else TokenMap.of(x, hw, regions).token_mask()
     err = {path: rel(run(attn, x, hw, regions, path, dtype) * own, reference * own) for path in ('torch', 'triton')}
@@ -196,7 +199,9 @@ def test_a_kernel_that_cannot_be_built_falls_back_to_the_generic_path(monkeypatc
     with torch.no_grad(), force_path('triton'):
         out = inline_paths.with_fallback(broken, lambda x, hw, mask: attn.attend_torch(x, hw, mask), x, (6, 7), None)
     torch.testing.assert_close(out, run(attn, x, (6, 7), None, 'torch'))
-    assert 'could not be built on this GPU (CompilationError' in caplog.text
+    assert [r.getMessage() for r in caplog.records] == [
+        f'InLine: a Triton kernel could not be built on this GPU (CompilationError: {inline_paths._failed}); using '
+        'the generic PyTorch path from now on']
     assert inline_paths._failed is not None
     monkeypatch.setattr(inline_paths, '_failed', None)
 
