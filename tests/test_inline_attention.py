@@ -183,3 +183,23 @@ def test_without_qkv_bias_matches_naive_reference(kernel_func):
 
 def test_extra_repr():
     assert 'embed_dims=24, num_heads=3, kernel_func=\'exp\'' in repr(InLineAttention(24, 3, kernel_func='exp'))
+
+
+@pytest.mark.parametrize('hw', [(4, 5), (9, 10)])          # N < C: q M added after the conv; N > C: folded into proj
+@pytest.mark.parametrize('local_residual', [True, False])
+def test_the_captured_graph_form_equals_the_eager_form(monkeypatch, hw, local_residual):
+    """Under export, compile and FLOP counting the layer adds q M out of place (graph_mode.py says why); the same
+    values as the eager in-place form, checked without capturing a graph."""
+    from inline_backbones.models.mixers import inline_attention
+    from inline_backbones.models.mixers.inline_reference import inline_attention_reference
+
+    torch.manual_seed(0)
+    attn = InLineAttention(32, 2, local_residual=local_residual).eval()
+    x = torch.randn(2, hw[0] * hw[1], 32)
+    tokens = TokenMap.of(x, hw)
+    with torch.no_grad():
+        eager = attn(x, tokens)
+        monkeypatch.setattr(inline_attention, 'exporting_or_tracing', lambda: True)
+        captured = attn(x, tokens)
+        torch.testing.assert_close(captured, eager, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(eager, inline_attention_reference(attn, x, hw), rtol=1e-4, atol=1e-4)
