@@ -103,3 +103,14 @@ def test_a_registered_mixer_is_built_by_name_and_is_a_leaf_of_fx_graphs():
         assert type(mixer) is Identity and mixer.scale == 2. and Identity in get_notrace_modules()
     finally:
         del MIXERS['identity_for_test']
+
+
+def test_windowed_mixers_take_unshifted_windows_unless_told_and_inline_windows_are_positive_ints():
+    from inline_backbones.models.mixers import InLineAttention, WindowAttention
+
+    assert WindowAttention(16, 2).shift is False and InLineAttention(16, 2, window_size=4).shift is False
+    assert InLineAttention(16, 2, window_size=1).window_size == 1
+    for bad in (0, -1, True, 2.0, '4'):
+        with pytest.raises(ValueError) as error:
+            InLineAttention(16, 2, window_size=bad)
+        assert str(error.value) == f'window_size of InLine attention must be None or a positive int, got {bad!r}'
