@@ -111,11 +111,11 @@ def test_reduced_precision_triton_path_is_as_accurate_as_the_generic_one(dtype, 
 def test_triton_layer_norm_writes_the_autocast_dtype():
     from inline_backbones.models.mixers.inline_paths import layer_norm
 
-    norm = torch.nn.LayerNorm(96).eval()
+    norm = torch.nn.LayerNorm(96, eps=0.5).eval()          # an eps that shows (the default 1e-5 would hide it)
     with torch.no_grad():
         norm.weight.normal_()
         norm.bias.normal_()
-    x = 3 * torch.randn(2, 50, 96) + 1
+    x = torch.randn(2, 50, 96) + 1
     with torch.no_grad(), force_path('triton'):
         torch.testing.assert_close(layer_norm(norm, x), norm(x), rtol=1e-5, atol=1e-5)
         with torch.autocast('cpu', dtype=torch.bfloat16):
@@ -218,3 +218,24 @@ def test_the_fallback_catches_what_triton_raises_when_a_kernel_cannot_be_built()
                 for module in (compiler_errors, runtime_errors) if hasattr(module, name)]
     assert {error.__name__ for error in expected} == {'CompilationError', 'PTXASError', 'OutOfResources'}
     assert set(_kernel_errors()) == set(expected) and RuntimeError not in _kernel_errors()
+
+
+@needs_triton
+def test_a_layer_norm_kernel_that_cannot_be_built_falls_back_to_f_layer_norm(monkeypatch):
+    import triton
+
+    from inline_backbones.models.mixers import inline_paths
+
+    class Broken:
+        @staticmethod
+        def layer_norm(*args):
+            raise triton.compiler.errors.CompilationError('layer_norm_triton.py', None, 'no kernel for this GPU')
+
+    monkeypatch.setattr(inline_paths, '_failed', None)
+    monkeypatch.setattr(inline_paths, 'triton_kernels', lambda: (None, Broken))
+    norm = torch.nn.LayerNorm(32, eps=0.5)
+    x = torch.randn(2, 7, 32)
+    with torch.no_grad(), force_path('triton'):
+        torch.testing.assert_close(inline_paths.layer_norm(norm, x), norm(x))
+    assert isinstance(inline_paths._failed, triton.compiler.errors.CompilationError)
+    monkeypatch.setattr(inline_paths, '_failed', None)

@@ -32,6 +32,9 @@ def test_defaults_bias_and_dropout(name):
     assert mixer.proj_drop.p == 0 and getattr(mixer, 'attn_drop_rate', 0) == 0
     mixer = build_mixer(dict(type=name, qkv_bias=False, proj_drop_rate=0.25), 16, 2, block_index=0)
     assert all(p.bias is None for p in projections(mixer)) and mixer.proj_drop.p == 0.25
+    x = torch.randn(2, 20, 16)
+    with torch.no_grad():                                   # and it computes without them
+        assert torch.isfinite(mixer.eval()(x, TokenMap.of(x, (4, 5), torch.tensor([[4, 5], [3, 2]])))).all()
     if hasattr(mixer, 'qkv_projection'):                  # the GPU path's view of the projections
         weight, bias = mixer.qkv_projection()
         assert weight.shape == (48, 16) and bias is None

@@ -153,3 +153,34 @@ def test_q_m_folded_or_not_equals_the_n_by_n_formula(hw, qkv_bias):
         x = torch.randn(2, hw[0] * hw[1], 32, dtype=torch.double)
         torch.testing.assert_close(attn(x, TokenMap.of(x, hw)), naive_inline_attention(attn, x, hw),
                                    rtol=1e-10, atol=1e-12)
+
+
+def test_when_the_fused_onednn_linear_is_taken(monkeypatch):
+    """The fused kernel is taken for bf16 CPU inference (pure or autocast) from MIN_ROWS rows, with fp32 or bf16
+    weights; never when gradients are needed, a graph is captured, the dtype is another, or the op failed."""
+    monkeypatch.setattr(fused_linear, 'onednn_linear', lambda: object())   # as on a CPU with oneDNN bf16
+    monkeypatch.setattr(fused_linear, '_failed', False)
+    bf16, rows = torch.bfloat16, fused_linear.MIN_ROWS
+    w32, w16 = torch.zeros(8, 4), torch.zeros(8, 4, dtype=bf16)
+    decide = fused_linear._onednn_dtype
+    with torch.no_grad():
+        assert decide(torch.zeros(rows, 4, dtype=bf16), w32) == decide(torch.zeros(rows, 4, dtype=bf16), w16) == bf16
+        assert decide(torch.zeros(rows - 1, 4, dtype=bf16), w16) is None              # too few rows
+        assert decide(torch.zeros(rows, 4), w32) is None                               # fp32, no autocast
+        assert decide(torch.zeros(rows, 4, dtype=bf16), w16.half()) is None             # fp16 weights
+        with torch.autocast('cpu', dtype=bf16):
+            assert decide(torch.zeros(rows, 4), w32) == bf16
+        with torch.autocast('cpu', dtype=torch.float16):
+            assert decide(torch.zeros(rows, 4), w32) is None
+        assert decide(torch.zeros(rows, 4, dtype=bf16, device='meta'), w16.to('meta')) is None   # not a CPU
+    trainable = torch.zeros(rows, 4, dtype=bf16, requires_grad=True)
+    assert decide(trainable, w16) is None and decide(torch.zeros(rows, 4, dtype=bf16), w16.requires_grad_()) is None
+    with torch.no_grad():
+        assert decide(trainable, w16) == bf16                                          # inference on a leaf
+    monkeypatch.setattr(fused_linear, 'exporting_or_tracing', lambda: True)
+    with torch.no_grad():
+        assert decide(torch.zeros(rows, 4, dtype=bf16), w16) is None                   # a graph is captured
+    monkeypatch.setattr(fused_linear, 'exporting_or_tracing', lambda: False)
+    monkeypatch.setattr(fused_linear, '_failed', True)
+    with torch.no_grad():
+        assert decide(torch.zeros(rows, 4, dtype=bf16), w16) is None                   # the op failed before
