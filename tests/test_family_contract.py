@@ -460,7 +460,10 @@ def test_reset_classifier_makes_a_fresh_head(family):
     with torch.no_grad():
         assert model(torch.randn(1, 3, 64, 64)).shape == (1, 40)
     model.reset_classifier(1)
-    assert model.head.out_features == 1 and model.num_classes == 1
+    assert model.head.out_features == 1 and model.num_classes == 1 and torch.equal(model.head.bias, torch.zeros(1))
+    with pytest.raises(ValueError) as error:
+        model.reset_classifier(5, 'max')
+    assert str(error.value) == "global_pool must be 'avg' or '', got 'max'"
 
 
 @pytest.mark.parametrize('family', FAMILIES)

@@ -223,3 +223,11 @@ def test_the_pvt_key_filter_names_what_is_wrong():
     filtered = checkpoint_filter_fn({'pos_embed1': torch.zeros(1)}, model)
     assert list(filtered) == ['layers.0.embed.pos_embed']
     assert filtered.hint == 'check arch, attn_type and that this is an InLine-PVT checkpoint'
+
+
+def test_a_position_embedding_that_is_not_its_grid_is_refused():
+    from inline_backbones.models.families.pvt_embed import resize_pos_embed
+
+    with pytest.raises(ValueError) as error:
+        resize_pos_embed(torch.zeros(1, 12, 8), (4, 4), (8, 8))
+    assert str(error.value) == 'position embedding of 12 tokens is not a 4x4 grid'

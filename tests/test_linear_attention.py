@@ -90,6 +90,8 @@ def test_layout_letter_l():
     kinds = [type(b.attn).__name__ for stage in model.layers for b in stage.blocks]
     assert kinds == ['LinearAttention'] * 4 + ['InLineAttention'] * 2 + ['WindowAttention'] * 2
     assert model.layers[0].blocks[0].attn.kernel_func == 'exp'
+    options = InLineSwinTransformer(arch=SMALL, attn_type='LLIS', qkv_bias=False, drop_rate=0.25)
+    assert all(b.attn.qkv.bias is None and b.attn.proj_drop.p == 0.25 for s in options.layers for b in s.blocks)
     with pytest.raises(ValueError, match='plain linear attention.*inline_window_size must be None'):
         InLineSwinTransformer(arch=SMALL, attn_type='LLIS', inline_window_size=8)
     outs = model(torch.randn(1, 3, 64, 96))
