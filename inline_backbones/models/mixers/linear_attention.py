@@ -70,9 +70,9 @@ class LinearAttention(nn.Module):
                 mask = mask.to(acc).unsqueeze(1)                                    # (B, 1, N, 1)
                 n = mask.sum(dim=2, keepdim=True).clamp_(min=1)                     # (B, 1, 1, 1)
                 k = k * mask
-            kv = torch.matmul(k.mT, v32) / n                                       # (B, h, d, d)
+            kv = torch.matmul(k.transpose(-1, -2), v32) / n                         # (B, h, d, d)
             k_mean = k.sum(dim=2, keepdim=True) / n                                 # (B, h, 1, d)
-            norm = torch.matmul(q32, k_mean.mT) + EPS                              # (B, h, N, 1)
+            norm = torch.matmul(q32, k_mean.transpose(-1, -2)) + EPS                # (B, h, N, 1)
         out = (torch.matmul(q, kv.to(q.dtype)) / norm).to(q.dtype)
         return self.proj_drop(self.proj(out.transpose(1, 2).reshape(B, N, C)))
 
