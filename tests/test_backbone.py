@@ -246,28 +246,6 @@ def test_only_the_last_stage_skips_the_shift_at_224x320():
     assert same == [False, False, False, True]
 
 
-def test_window_attention_arguments_dropout_and_repr():
-    with pytest.raises(ValueError, match='embed_dims 10 is not divisible by num_heads 3'):
-        WindowAttention(10, 3)
-    assert 'embed_dims=16, num_heads=2, window_size=5' in repr(WindowAttention(16, 2, window_size=5))
-    plain = WindowAttention(16, 2, window_size=7)
-    dropping = WindowAttention(16, 2, window_size=7, attn_drop_rate=0.5)
-    dropping.load_state_dict(plain.state_dict())
-    x = torch.randn(2, 14 * 14, 16)
-    with torch.no_grad():
-        tokens = TokenMap.of(x, (14, 14))
-        ref = plain.eval()(x, tokens)
-        torch.testing.assert_close(dropping.eval()(x, tokens), ref, rtol=0, atol=0)   # no dropout in eval
-        assert not torch.allclose(dropping.train()(x, tokens), ref, rtol=1e-3, atol=1e-3)
-
-
-def test_unknown_mixer_is_rejected_naming_the_registered_ones():
-    from inline_backbones.models.mixers import build_mixer
-    registered = r"\['inline', 'inline_pvt', 'linear', 'spatial_reduction', 'window'\]"
-    with pytest.raises(ValueError, match=r"unknown token mixer 'global'; registered: " + registered):
-        build_mixer(dict(type='global'), 16, 2, block_index=0)
-
-
 def test_init_from_scratch_and_from_an_mmengine_init_cfg():
     model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IIMS1')
     with torch.no_grad():

@@ -181,10 +181,6 @@ def test_without_qkv_bias_matches_naive_reference(kernel_func):
                                rtol=1e-10, atol=1e-10)
 
 
-def test_extra_repr():
-    assert 'embed_dims=24, num_heads=3, kernel_func=\'exp\'' in repr(InLineAttention(24, 3, kernel_func='exp'))
-
-
 @pytest.mark.parametrize('hw', [(4, 5), (9, 10)])          # N < C: q M added after the conv; N > C: folded into proj
 @pytest.mark.parametrize('local_residual', [True, False])
 def test_the_captured_graph_form_equals_the_eager_form(monkeypatch, hw, local_residual):

@@ -133,7 +133,7 @@ def test_iiis_and_llls_train_one_step_from_the_same_config():
 
 @pytest.mark.parametrize('dtype, autocast', [(torch.float16, False), (torch.float32, True)])
 @pytest.mark.parametrize('padding_aware', [False, True])
-def test_fp16_sums_over_a_coco_sized_map_stay_finite_and_accurate(dtype, autocast, padding_aware):
+def test_fp16_sums_over_a_large_map_stay_finite_and_accurate(dtype, autocast, padding_aware):
     """fp16 (pure, or CPU autocast to fp16) at 128 x 128 tokens, with keys and values biased so that k^T v sums
     to ~130,000 (over fp16's 65,504): finite and within fp16's precision of the fp64 computation."""
     torch.manual_seed(0)

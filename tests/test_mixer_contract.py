@@ -24,6 +24,13 @@ def test_the_registry_holds_the_built_in_mixers_as_fx_leaves():
     assert all(MIXERS[name] in get_notrace_modules() for name in BUILT_IN)
 
 
+def test_an_unknown_mixer_is_refused_naming_the_registered_ones():
+    with pytest.raises(ValueError) as error:
+        build_mixer(dict(type='global'), 16, 2, block_index=0)
+    assert str(error.value) == f"unknown token mixer 'global'; registered: {sorted(MIXERS)}"
+    assert sorted(MIXERS) == sorted(BUILT_IN)
+
+
 @pytest.mark.parametrize('name', BUILT_IN)
 def test_defaults_bias_and_dropout(name):
     mixer = build_mixer(dict(type=name), 16, 2, block_index=0)
