@@ -15,8 +15,9 @@ import pytest
 import torch
 from conftest import naive_inline_attention
 
+from inline_backbones.models.mixers import inline_paths
 from inline_backbones.models.mixers.inline_attention import KERNEL_FUNCTIONS, InLineAttention
-from inline_backbones.models.mixers.inline_paths import PATHS, force_path, select_path, triton_kernels
+from inline_backbones.models.mixers.inline_paths import PATHS, block_diagonal, force_path, select_path, triton_kernels
 from inline_backbones.models.mixers.inline_reference import inline_attention_reference
 from inline_backbones.models.mixers.pvt_attention import InLinePVTAttention
 from inline_backbones.models.tokens.token_map import TokenMap
@@ -87,11 +88,28 @@ def test_fp32_paths_equal_the_reference(path, case):
 
 @needs_triton
 @pytest.mark.parametrize('kernel_func', ['relu', 'leakyrelu', 'exp'])
-def test_triton_kernel_functions_equal_the_reference(kernel_func):
-    attn = InLineAttention(64, 2, kernel_func=kernel_func).eval()
-    x = torch.randn(2, 42, 64)
-    torch.testing.assert_close(run(attn, x, (6, 7), REGIONS, 'triton'), reference_of(attn, x, (6, 7), REGIONS),
+@pytest.mark.parametrize('hw, channels', [((6, 7), 64), ((9, 10), 32)], ids=['N < C', 'N > C'])
+def test_triton_kernel_functions_equal_the_reference(kernel_func, hw, channels):
+    """Only the identity kernel folds q M into proj (q = phi(x W_q) otherwise): N > C must not fold these."""
+    attn = InLineAttention(channels, 2, kernel_func=kernel_func).eval()
+    x = torch.randn(2, hw[0] * hw[1], channels)
+    regions = torch.tensor([list(hw), [4, 5]])
+    torch.testing.assert_close(run(attn, x, hw, regions, 'triton'), reference_of(attn, x, hw, regions),
                                rtol=1e-4, atol=1e-4)
+
+
+@needs_triton
+def test_the_gpu_path_folds_q_m_into_proj_for_the_identity_kernel_when_n_exceeds_c(monkeypatch):
+    """The fold is a speed choice (both forms are correct, tested above): q and blockdiag(M) are formed only when
+    N <= C or the kernel is not the identity."""
+    unfolded = []
+    monkeypatch.setattr(inline_paths, 'block_diagonal', lambda m: unfolded.append(m.shape) or block_diagonal(m))
+    for kernel_func, hw, folds in [('identity', (9, 10), True), ('identity', (4, 8), False),   # N = 90, 32; C = 32
+                                   ('relu', (9, 10), False)]:
+        unfolded.clear()
+        attn = InLineAttention(32, 2, kernel_func=kernel_func).eval()
+        run(attn, torch.randn(1, hw[0] * hw[1], 32), hw, None, 'triton')
+        assert unfolded == ([] if folds else [(1, 2, 16, 16)]), (kernel_func, hw)
 
 
 @needs_triton
@@ -134,6 +152,48 @@ def test_select_path():
         with force_path('fast'):
             pass
     assert set(PATHS) == {'reference', 'torch', 'triton'}
+
+
+def test_when_the_triton_path_is_taken(monkeypatch):
+    """The decision itself, on a stand-in CUDA input (the module docstring's rule): 'triton' for a CUDA tensor of
+    fp32/bf16/fp16 with no graph captured, Triton importing, no kernel failed, an Ampere-or-later GPU, a head size of
+    16/32/64/128 (or none: the layer norm) and gradients off or a written-out backward; else 'torch'."""
+    class Input:   # what select_path reads of a tensor; a real CUDA tensor needs a GPU
+        def __init__(self, dtype=torch.float32, index=0):
+            self.device, self.dtype = torch.device('cuda', index) if index is not None else torch.device('cuda'), dtype
+
+    gpus = []
+    monkeypatch.setattr(inline_paths, 'triton_kernels', lambda: ('inline_triton', 'layer_norm_triton'))
+    monkeypatch.setattr(inline_paths, '_triton_gpu', lambda index: gpus.append(index) or index != 5)
+    monkeypatch.setattr(inline_paths, '_failed', None)
+    monkeypatch.setattr(torch.cuda, 'current_device', lambda: 3)
+    with torch.no_grad():
+        for dtype in (torch.float32, torch.bfloat16, torch.float16):
+            assert select_path(Input(dtype), 32) == 'triton'
+        assert select_path(Input(torch.float64), 32) == 'torch'
+        assert [select_path(Input(), d) for d in (None, 16, 32, 64, 128, 8, 24, 256)] == ['triton'] * 5 + ['torch'] * 3
+        assert gpus[-1] == 0 and select_path(Input(index=2)) == 'triton' and gpus[-1] == 2
+        assert select_path(Input(index=None)) == 'triton' and gpus[-1] == 3           # the current device
+        assert select_path(Input(index=5)) == 'torch'                                  # a GPU before Ampere
+        assert select_path(torch.zeros(1), 32) == 'torch'                              # not CUDA
+    assert select_path(Input(), 32) == 'torch'                                  # gradients on, no backward
+    assert select_path(Input(), 32, differentiable=True) == 'triton'            # gradients on, a backward
+    with force_path('triton'):
+        assert select_path(torch.zeros(1), 32, differentiable=True) == 'triton'   # forced, even on a CPU tensor
+        assert select_path(torch.zeros(1), 32) == 'torch'                         # ... but not without a backward
+        with torch.no_grad():
+            assert select_path(torch.zeros(1), 32) == 'triton'
+    with force_path('reference'):
+        assert select_path(Input(), 32) == 'reference'
+    with torch.no_grad():
+        monkeypatch.setattr(inline_paths, 'exporting_or_tracing', lambda: True)
+        assert select_path(Input(), 32) == 'torch'                                     # a graph is captured
+        monkeypatch.setattr(inline_paths, 'exporting_or_tracing', lambda: False)
+        monkeypatch.setattr(inline_paths, '_failed', RuntimeError('ptxas'))
+        assert select_path(Input(), 32) == 'torch'                                     # a kernel failed to build
+        monkeypatch.setattr(inline_paths, '_failed', None)
+        monkeypatch.setattr(inline_paths, 'triton_kernels', lambda: None)
+        assert select_path(Input(), 32) == 'torch'                                     # Triton does not import
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
