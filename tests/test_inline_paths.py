@@ -86,6 +86,38 @@ def test_fp32_paths_equal_the_reference(path, case):
                                rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize('path', ['torch', pytest.param('triton', marks=needs_triton)])
+@pytest.mark.parametrize('dtype, bound', [(torch.bfloat16, 2e-2), (torch.float16, 3e-3)], ids=['bf16', 'fp16'])
+def test_every_form_runs_in_pure_half_precision(path, dtype, bound):
+    """Layer and input cast to bf16/fp16 (no autocast): each form (kernel identity or not, local residual or not,
+    q/k/v biases or not, q M folded (N > C) or not, padding-aware or not) gives the input's dtype, finite, within a
+    few unit roundoffs of fp64 on each image's own tokens. (Padding-aware sums accumulate in fp32; their results
+    must come back to the input's dtype where they meet the weights.)"""
+    import itertools
+
+    torch.manual_seed(0)
+    failures = []
+    for kernel_func, residual, bias, (hw, channels), masked in itertools.product(
+            ['identity', 'relu'], [True, False], [True, False] if path == 'torch' else [True],   # (interpreter: slow)
+            [((4, 5), 64), ((9, 10), 32)], [False, True]):
+        attn = InLineAttention(channels, 2, kernel_func=kernel_func, local_residual=residual, qkv_bias=bias).eval()
+        x = torch.randn(2, hw[0] * hw[1], channels)
+        regions = torch.tensor([list(hw), [hw[0] - 1, hw[1] - 2]]) if masked else None
+        own = TokenMap.of(x, hw, regions).token_mask().double() if masked else 1.
+        case = (kernel_func, residual, bias, hw, masked)
+        want = reference_of(attn, x, hw, regions) * own
+        with torch.no_grad(), force_path(path):
+            try:
+                out = attn.to(dtype)(x.to(dtype), TokenMap.of(x.to(dtype), hw, regions))
+            except RuntimeError as err:
+                failures.append((case, str(err)[:80]))
+                continue
+        error = ((out.double() * own - want).norm() / want.norm()).item()
+        if out.dtype != dtype or not torch.isfinite(out).all() or error > bound:
+            failures.append((case, out.dtype, error))
+    assert failures == []
+
+
 @needs_triton
 @pytest.mark.parametrize('kernel_func', ['relu', 'leakyrelu', 'exp'])
 @pytest.mark.parametrize('hw, channels', [((6, 7), 64), ((9, 10), 32)], ids=['N < C', 'N > C'])

@@ -28,20 +28,28 @@ def tiny_and_input():
     return model, torch.randn(1, 3, 256, 224) + 0.5   # stage maps 64x56 .. 8x7: shifted windows in stage 3
 
 
-@pytest.mark.parametrize('mode', ['autocast', 'pure'])
+@pytest.mark.parametrize('mode', ['autocast', 'pure', 'pure, padding-aware'])
 def test_bf16_stage_outputs_are_finite_and_within_2e_2_of_fp32(tiny_and_input, mode):
+    """Padding-aware: the image's region (200 x 180 of the 256 x 224 input) compared, on every stage."""
     model, x = tiny_and_input
-    with torch.no_grad():
-        ref = model(x)
-        if mode == 'autocast':
-            with torch.autocast('cpu', dtype=torch.bfloat16):
-                outs = model(x)
-        else:
-            outs = model.to(torch.bfloat16)(x.to(torch.bfloat16))
-            model.float()
+    shapes = [(200, 180)] if 'padding-aware' in mode else None
+    model.padding_aware = shapes is not None
+    try:
+        with torch.no_grad():
+            ref = model(x, image_shapes=shapes)
+            if mode == 'autocast':
+                with torch.autocast('cpu', dtype=torch.bfloat16):
+                    outs = model(x)
+            else:
+                outs = model.to(torch.bfloat16)(x.to(torch.bfloat16), image_shapes=shapes)
+    finally:
+        model.float().padding_aware = False
     for i, (out, r) in enumerate(zip(outs, ref, strict=True)):
         assert out.dtype == torch.bfloat16 and out.shape == r.shape
         assert torch.isfinite(out).all(), i
+        if shapes:
+            h, w = -(-200 // 2 ** (i + 2)), -(-180 // 2 ** (i + 2))
+            out, r = out[..., :h, :w], r[..., :h, :w]
         assert _relative(out, r) < 2e-2, (i, _relative(out, r))
     # The bound is not vacuous: fp32 outputs of another input are far outside it.
     with torch.no_grad():

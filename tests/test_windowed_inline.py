@@ -113,3 +113,27 @@ def test_inline_window_size_must_be_none_or_a_positive_int():
         small_backbone('tiny', attn_type='LIIS', inline_window_size=8)
     assert str(error.value) == ("layout 'LIIS' has plain linear attention blocks (letter L, an ablation), which "
                                 'attend globally: inline_window_size must be None')
+
+
+def test_the_torchscript_onnx_exporter_is_refused_with_the_exporter_that_works():
+    """Windows of InLine attention trace (torch.jit.trace, as FLOP counting does), but the TorchScript ONNX
+    exporter cannot give the dynamic depthwise convolution a kernel shape: a whole message naming the fix."""
+    import io
+    import re
+
+    class Windowed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = InLineAttention(32, 2, window_size=4, shift=True)
+
+        def forward(self, x):
+            return self.attn(x, TokenMap.of(x, (8, 8)))
+
+    model, x = Windowed().eval(), torch.randn(1, 64, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.jit.trace(model, (x,))(x), model(x))
+    message = ('InLine attention in windows (inline_window_size) cannot be exported by the TorchScript ONNX exporter '
+               '(dynamo=False): the window count is not a constant in its graph, so the dynamic depthwise convolution '
+               'has no known kernel shape. Use the default exporter (dynamo=True)')
+    with pytest.raises(NotImplementedError, match='^' + re.escape(message) + '$'):
+        torch.onnx.export(model, (x,), io.BytesIO(), dynamo=False)

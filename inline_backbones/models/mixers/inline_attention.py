@@ -182,7 +182,7 @@ class InLineAttention(nn.Module):
             acc = torch.promote_types(k.dtype, torch.float32)
             mask = mask.to(acc)
             counts = mask.sum(dim=1).clamp_(min=1)                               # (B, 1); 0 only if empty
-            x_mean = (x * mask).sum(dim=1) / counts
+            x_mean = ((x * mask).sum(dim=1) / counts).to(x.dtype)               # as x.mean: in x's dtype
             k = k * (mask * (s / counts).unsqueeze(1))            # own tokens, per-image alpha s / n folded in
             v = v * mask.to(v.dtype)                              # the 3x3 residual sees zeros outside
             if self.kernel_func != 'identity':
@@ -247,7 +247,7 @@ class InLineAttention(nn.Module):
             out = linear(out.permute(0, 2, 3, 1).reshape(N, B, C).transpose(0, 1), self.proj.weight,
                          self.proj.bias)                                          # (B, N, C)
         else:                                                                     # proj(q M + mean(v))
-            out = linear(bias, self.proj.weight, self.proj.bias).unsqueeze(1).expand(B, N, C).contiguous()
+            out = linear(bias.to(v.dtype), self.proj.weight, self.proj.bias).unsqueeze(1).expand(B, N, C).contiguous()
         # + x P per image, accumulated in place (out of place in captured graphs, see graph_mode.py).
         x, p = x.to(out.dtype), p.to(out.dtype)
         if exporting_or_tracing():
