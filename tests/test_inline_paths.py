@@ -8,6 +8,7 @@ paths within 1e-4 of the fp64 reference. Under bf16/fp16 autocast a GEMM's input
 2^-11 = 4.9e-4; the GPU path must stay within 1.5x the generic path's own error under the same autocast, and
 under 2e-2 (bf16) / 3e-3 (fp16).
 """
+import contextlib
 import copy
 import os
 
@@ -228,6 +229,37 @@ def test_when_the_triton_path_is_taken(monkeypatch):
         assert select_path(Input(), 32) == 'torch'                                     # Triton does not import
 
 
+def test_the_layer_runs_the_implementation_of_its_path(monkeypatch):
+    """attend() asks select_path (with its head size, and whether it has a written-out backward: the identity kernel
+    with the local residual) and runs that path's implementation on its own arguments; with gradients on, the
+    Triton path is the training one."""
+    from inline_backbones.models.mixers import inline_attention as module
+
+    calls, asked = [], []
+
+    def spy(name):
+        return lambda attn, x, hw, mask=None: calls.append((name, attn, x, hw, mask)) or x
+
+    monkeypatch.setattr(module, 'attend_gpu', spy('gpu'))
+    monkeypatch.setattr(module, 'attend_gpu_train', spy('gpu, training'))
+    monkeypatch.setattr(module, 'inline_attention_reference', spy('reference'))
+    monkeypatch.setattr(InLineAttention, 'attend_torch', spy('torch'))
+    monkeypatch.setattr(module, 'select_path', lambda x, head_dims=None, differentiable=False: asked.append(
+        (head_dims, differentiable)) or select_path(x, head_dims, differentiable))
+    x, mask = torch.randn(1, 42, 64), torch.ones(1, 42, 1, dtype=torch.bool)
+    for kernel_func, residual, grad, path, want in [
+            ('identity', True, False, 'triton', 'gpu'), ('identity', True, True, 'triton', 'gpu, training'),
+            ('relu', True, False, 'triton', 'gpu'), ('relu', True, True, 'triton', 'torch'),
+            ('identity', False, True, 'triton', 'torch'), ('identity', True, True, 'reference', 'reference'),
+            ('identity', True, False, 'torch', 'torch'), ('identity', True, False, None, 'torch')]:
+        attn = InLineAttention(64, 4, kernel_func=kernel_func, local_residual=residual)
+        calls.clear(), asked.clear()
+        with torch.set_grad_enabled(grad), force_path(path) if path else contextlib.nullcontext():
+            assert attn.attend(x, (6, 7), mask) is x
+        assert calls == [(want, attn, x, (6, 7), mask)], (kernel_func, residual, grad, path)
+        assert asked == [(16, kernel_func == 'identity' and residual)]
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
 def test_select_path_on_a_gpu():
     x = torch.randn(1, 4, 32, device='cuda')
@@ -280,16 +312,17 @@ def test_a_kernel_that_cannot_be_built_falls_back_to_the_generic_path(monkeypatc
     and later calls take the generic path directly."""
     import triton
 
-    from inline_backbones.models.mixers import inline_paths
+    from inline_backbones.models.mixers import inline_attention
 
     def broken(*args):
         raise triton.compiler.errors.CompilationError('kernel.py', None, 'no tf32 dot on this GPU')
 
     monkeypatch.setattr(inline_paths, '_failed', None)
+    monkeypatch.setattr(inline_attention, 'attend_gpu', broken)
     attn = InLineAttention(64, 2).eval()
     x = torch.randn(2, 42, 64)
     with torch.no_grad(), force_path('triton'):
-        out = inline_paths.with_fallback(broken, lambda x, hw, mask: attn.attend_torch(x, hw, mask), x, (6, 7), None)
+        out = attn(x, TokenMap.of(x, (6, 7)))
     torch.testing.assert_close(out, run(attn, x, (6, 7), None, 'torch'))
     assert [r.getMessage() for r in caplog.records] == [
         f'InLine: a Triton kernel could not be built on this GPU (CompilationError: {inline_paths._failed}); using '
