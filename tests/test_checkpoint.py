@@ -375,14 +375,17 @@ def test_mmengine_runner_checkpoints_load_safely(tmp_path):
     assert resumed.epoch == 2 and resumed.iter == 8
 
 
-def test_mmengine_local_loads_give_the_packages_errors(tmp_path):
+def test_mmengine_local_loads_give_the_packages_errors(tmp_path, monkeypatch):
     """``load_from``, ``--resume``, ``mim test`` and tools read checkpoints through mmengine's CheckpointLoader: a
     damaged or unsafe file gets the package's error (file named, safe loading kept), never torch's advice to turn
     ``weights_only`` off; a good file loads."""
     import traceback
 
-    from mmengine.runner import load_checkpoint
+    from mmengine.runner import CheckpointLoader, load_checkpoint
 
+    from inline_backbones.checkpoint import route_mmengine_local_loads
+
+    route_mmengine_local_loads()   # (done at import; again here, so that the routing itself is what runs)
     model = nn.Linear(2, 1)
     (tmp_path / 'damaged.pth').write_bytes(b'not a checkpoint')
     refused = r"cannot load checkpoint .*damaged.pth' safely \(weights_only=True\)"
@@ -390,8 +393,11 @@ def test_mmengine_local_loads_give_the_packages_errors(tmp_path):
         load_checkpoint(model, str(tmp_path / 'damaged.pth'), map_location='cpu')
     text = ''.join(traceback.format_exception(err.type, err.value, err.tb))
     assert 'weights_only=False' not in text and 'TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD' not in text
-    with pytest.raises(FileNotFoundError, match='checkpoint file not found'):
+    with pytest.raises(FileNotFoundError, match=f"^checkpoint file not found: '{tmp_path}/missing.pth'$"):
         load_checkpoint(model, str(tmp_path / 'missing.pth'))
     torch.save({'state_dict': {'weight': torch.ones(1, 2), 'bias': torch.zeros(1)}}, tmp_path / 'good.pth')
     load_checkpoint(model, str(tmp_path / 'good.pth'), map_location='cpu', strict=True)
     assert torch.equal(model.weight, torch.ones(1, 2))
+    monkeypatch.setenv('HOME', str(tmp_path))                       # '~' is the user's home
+    loaded = CheckpointLoader.load_checkpoint('~/good.pth', map_location='meta')
+    assert loaded['state_dict']['weight'].device.type == 'meta'     # map_location reaches torch.load

@@ -20,7 +20,12 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from inline_backbones.released import RELEASED_CHECKPOINTS, SWIN_ARCH_CHECKPOINTS
+from inline_backbones.released import (
+    PVT_ARCH_CHECKPOINTS,
+    RELEASED_CHECKPOINTS,
+    SWIN_ARCH_CHECKPOINTS,
+    arch_checkpoints,
+)
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
@@ -106,6 +111,10 @@ def test_released_links_have_the_share_shape():
     for url in RELEASED_CHECKPOINTS.values():
         assert re.fullmatch(r'https://cloud\.tsinghua\.edu\.cn/f/[0-9a-f]{20}/\?dl=1', url), url
     assert SWIN_ARCH_CHECKPOINTS['tiny'] == 'https://cloud.tsinghua.edu.cn/f/32810869fcc34410966b/?dl=1'
+    for family, sizes in (('swin', ('tiny', 'small', 'base')), ('pvt', ('tiny', 'small', 'medium', 'large'))):
+        assert arch_checkpoints(f'inline_{family}_') == {
+            size: RELEASED_CHECKPOINTS[f'inline_{family}_{size[0]}'] for size in sizes}
+    assert PVT_ARCH_CHECKPOINTS == arch_checkpoints('inline_pvt_')
 
 
 @pytest.mark.parametrize('name', sorted(DETECTION))

@@ -6,6 +6,7 @@ import hashlib
 import http.server
 import io
 import os
+import re
 import socket
 import threading
 import time
@@ -161,7 +162,8 @@ def test_same_file_name_on_two_paths_does_not_collide(serve, hub_dir):
     assert torch.equal(load_checkpoint_file(f'{base}/b/model.pth')['w'], second['w'])
 
 
-@pytest.mark.parametrize('kind', ['truncated', 'html', 'not_a_state_dict', 'code'])
+@pytest.mark.parametrize('kind', ['truncated', 'html', 'html, no doctype', 'html after a preamble',
+                                  'html, tag past 512 bytes', 'not_a_state_dict', 'code'])
 def test_broken_download_fails_loudly_and_is_not_kept(serve, hub_dir, tmp_path, kind):
     body, _ = released_like(0)
 
@@ -170,6 +172,10 @@ def test_broken_download_fails_loudly_and_is_not_kept(serve, hub_dir, tmp_path, 
             return (os.system, (f'touch {tmp_path / "pwned"}',))
 
     response = {'truncated': (200, body, len(body) // 2), 'html': (200, HTML),
+                # an upper-case page with bytes that are not UTF-8, longer than the 200 bytes shown
+                'html, no doctype': (200, b'  \n<HTML><BODY>' + b'\xff sign in ' * 30 + b'</BODY></HTML>'),
+                'html after a preamble': (200, b'<?xml version="1.0"?>\n<html><body>gone</body></html>'),
+                'html, tag past 512 bytes': (200, b'<!doctype html>\n<!--' + b' ' * 600 + b'--><html></html>'),
                 'not_a_state_dict': (200, checkpoint_bytes({'epoch': 3, 'max_accuracy': 81.2})),
                 'code': (200, checkpoint_bytes({'model': {'x': Payload()}}))}[kind]
     base, _ = serve({'/f/cccc3333/?dl=1': [response]})
@@ -179,7 +185,8 @@ def test_broken_download_fails_loudly_and_is_not_kept(serve, hub_dir, tmp_path, 
     message = str(err.value)
     assert url in message and f'({response[2] if kind == "truncated" else len(response[1])} bytes' in message
     assert cache_path(url) in message                    # where a copy fetched by hand goes
-    assert ("looks like HTML: '<!DOCTYPE html>" in message) == (kind == 'html')
+    shown = f', looks like HTML: {response[1][:200].decode("utf-8", "replace")!r}' if kind.startswith('html') else ''
+    assert f'bytes{shown}) is not the checkpoint: ' in message
     assert_no_unsafe_advice(err)
     assert cached(hub_dir) == []
     assert not (tmp_path / 'pwned').exists()
@@ -233,6 +240,8 @@ def test_unreachable_url_names_the_link_and_the_cache_path(hub_dir):
         load_through_init_cfg(url)
     message = str(err.value)
     assert url in message and cache_path(url) in message and 'init_cfg.checkpoint' in message
+    assert re.search(re.escape(f'{url!r}: ') + r'\[Errno \d+\] Connection refused\. Without network access, fetch the '
+                     'file elsewhere', message), message
     assert cached(hub_dir) == []
 
 
@@ -243,18 +252,44 @@ def test_missing_file_on_a_server_is_a_clear_error(serve, hub_dir):
     assert cached(hub_dir) == []
 
 
-@pytest.mark.parametrize('status, says', [(403, 'HTTP 403 Forbidden; access is refused'),
-                                          (404, 'HTTP 404 Not Found; the link is wrong or the file was removed'),
-                                          (503, 'HTTP 503 Service Unavailable; the server failed: try again later')])
+@pytest.mark.parametrize('status, says', [
+    (400, 'Bad Request; the server refused the request'),
+    (401, 'Unauthorized; access is refused: the link may be private or expired'),
+    (403, 'Forbidden; access is refused: the link may be private or expired'),
+    (404, 'Not Found; the link is wrong or the file was removed: check the URL'),
+    (410, 'Gone; the link is wrong or the file was removed: check the URL'),
+    (500, 'Internal Server Error; the server failed: try again later'),
+    (503, 'Service Unavailable; the server failed: try again later')])
 def test_http_errors_say_what_went_wrong(serve, hub_dir, status, says):
     base, _ = serve({'/f/hhhh8888/?dl=1': [(status, b'<!DOCTYPE html><html>no</html>')]})
     url = share(base, 'hhhh8888')
     with pytest.raises(ConnectionError) as err:
         load_through_init_cfg(url)
     message = str(err.value)
-    assert says in message and url in message and cache_path(url) in message
+    assert message.startswith(f'cannot download checkpoint {url!r}: the server answered HTTP {status} {says}, or '
+                              f'fetch the file elsewhere and either put it at {cache_path(url)!r} or use its local '
+                              'path ('), message
     assert 'Without network access' not in message                 # a wrong link is not an offline machine
     assert cached(hub_dir) == []
+
+
+def test_a_timeout_is_a_stall_and_a_reset_says_what_happened():
+    """urllib wraps a connect timeout in URLError (reason TimeoutError); a read that stalls raises TimeoutError
+    itself: both are a stall. Other network errors are shown as they are."""
+    import urllib.error
+
+    from inline_backbones.checkpoint import DOWNLOAD_TIMEOUT, _download_error
+
+    for err in (urllib.error.URLError(TimeoutError('timed out')), TimeoutError('timed out')):
+        message = str(_download_error('http://host/f', err, '/cache/f.pth', 'HINT'))
+        assert message == (f"cannot download checkpoint 'http://host/f': no data for {DOWNLOAD_TIMEOUT:g} s (a "
+                           'firewall or proxy that drops the connection?); nothing was cached. Retry, allow more time '
+                           'with INLINE_DOWNLOAD_TIMEOUT=SECONDS, or fetch the file elsewhere and either put it at '
+                           "'/cache/f.pth' or use its local path (HINT)")
+    reset = _download_error('http://host/f', ConnectionResetError(104, 'Connection reset by peer'), '/c.pth', 'HINT')
+    assert str(reset) == ("cannot download checkpoint 'http://host/f': [Errno 104] Connection reset by peer. Without "
+                          "network access, fetch the file elsewhere and either put it at '/c.pth' or use its local "
+                          'path (HINT)')
 
 
 def test_a_stalled_download_times_out_with_the_link(hub_dir, monkeypatch):
