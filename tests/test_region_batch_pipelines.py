@@ -192,3 +192,28 @@ def test_mmdet_batch_augments_then_clone_and_crop_reach_the_backbone(augment):
         got, ref = model(crop), model(plain, image_shapes=regions)
     for a, b in zip(got, ref, strict=True):
         assert torch.equal(a, b)
+
+
+def test_both_preprocessors_default_to_test_mode():
+    """Called without ``training`` (as mmengine's test and val loops do), neither applies training padding or batch
+    augments: the seg preprocessor pads to test_cfg's size_divisor, not to its training size; the det one skips its
+    BatchFixedSizePad. Each still carries the regions."""
+    from mmengine.structures import PixelData
+    from mmseg.structures import SegDataSample
+
+    from inline_backbones.seg_preprocessor import RegionSegDataPreProcessor
+
+    image = torch.randint(0, 256, (3, 50, 70), dtype=torch.uint8)
+    sample = SegDataSample(gt_sem_seg=PixelData(data=torch.zeros(1, 50, 70, dtype=torch.uint8)),
+                           metainfo=dict(img_shape=(50, 70), ori_shape=(50, 70)))
+    seg = RegionSegDataPreProcessor(mean=MEAN, std=STD, size=(96, 96), test_cfg=dict(size_divisor=32))
+    for call, hw in ((lambda d: seg(d), (64, 96)), (lambda d: seg(d, True), (96, 96))):
+        x = call(dict(inputs=[image], data_samples=[sample.clone()]))['inputs']
+        assert x.shape[-2:] == hw and getattr(x, SHAPES_ATTR).tolist() == [[50, 70]]
+    init_default_scope('mmdet')
+    det = RegionDetDataPreprocessor(mean=MEAN, std=STD, pad_size_divisor=32,
+                                    batch_augments=[dict(type='BatchFixedSizePad', size=(160, 192))])
+    for call, hw in ((lambda d: det(d), (64, 96)), (lambda d: det(d, True), (160, 192))):
+        data = demo_mm_inputs(batch_size=1, image_shapes=[(3, 50, 70)], num_classes=3)
+        x = call(data)['inputs']
+        assert x.shape[-2:] == hw and getattr(x, SHAPES_ATTR).tolist() == [[50, 70]]
