@@ -164,3 +164,21 @@ print(sorted(m for m in sys.modules if m == 'mmcv' or m.startswith('mmcv.')))
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == '[]'
+
+
+@pytest.mark.parametrize('trace, compiling, exporting, onnx', [
+    (t, c, e, o) for t in (False, True) for c in (False, True) for e in (False, True) for o in (False, True)])
+def test_graph_mode_predicates_follow_their_rules(monkeypatch, trace, compiling, exporting, onnx):
+    """graph_mode.py's four predicates from what torch says is capturing (jit trace, torch.compile, torch.export,
+    an ONNX exporter), over every combination (the real captures are run by the slow tests above)."""
+    from inline_backbones.models.tokens import graph_mode
+
+    monkeypatch.setattr(torch.jit, 'is_tracing', lambda: trace)
+    monkeypatch.setattr(torch.compiler, 'is_compiling', lambda: compiling)
+    monkeypatch.setattr(torch.compiler, 'is_exporting', lambda: exporting)
+    monkeypatch.setattr(torch.onnx, 'is_in_onnx_export', lambda: onnx)
+    assert graph_mode.exporting_or_tracing() == (trace or compiling or onnx)
+    assert graph_mode.exporting() == (exporting or onnx)
+    assert graph_mode.regions_in_graph() == (exporting or onnx or compiling)
+    assert graph_mode.may_branch_on_size() == (not (trace or exporting or onnx or compiling))
+

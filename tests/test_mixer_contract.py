@@ -98,7 +98,7 @@ def test_spatial_reduction_options_and_errors():
         assert str(error.value) == f'sr_ratio must be a positive int, got {bad!r}'
 
 
-def test_a_registered_mixer_is_built_by_name_and_is_a_leaf_of_fx_graphs():
+def test_a_registered_mixer_is_built_by_name_is_a_leaf_of_fx_graphs_and_refuses_scripting():
     class Identity(nn.Module):
         def __init__(self, embed_dims, num_heads, scale=1.):
             super().__init__()
@@ -111,6 +111,8 @@ def test_a_registered_mixer_is_built_by_name_and_is_a_leaf_of_fx_graphs():
     try:
         mixer = build_mixer(dict(type='identity_for_test', scale=2.), 16, 2, block_index=3)
         assert type(mixer) is Identity and mixer.scale == 2. and Identity in get_notrace_modules()
+        with pytest.raises(RuntimeError, match=r'^Identity \(inline_backbones\) does not support torch.jit.script'):
+            torch.jit.script(mixer)
     finally:
         del MIXERS['identity_for_test']
 
