@@ -76,11 +76,16 @@ def test_pretrained_cfg_is_the_authors_evaluation():
     assert resize.size == 256
 
 
-def test_new_head_keeps_the_trunk():
-    """num_classes=N: the file's 1000-class head is left out, the trunk and final norm are loaded."""
+def test_new_head_keeps_the_trunk(caplog):
+    """num_classes=N: the file's 1000-class head is left out (and the log says so), the trunk and final norm are
+    loaded."""
+    import logging
+
     x = rf.expected('IIIS')['x']
     full = released_classifier('IIIS')
-    model = released_classifier('IIIS', num_classes=7)
+    with caplog.at_level(logging.INFO, logger='inline_backbones.checkpoint'):
+        model = released_classifier('IIIS', num_classes=7)
+    assert 'checkpoint head has 1000 classes, the model 7: the head is not loaded' in caplog.messages
     assert model.get_classifier().weight.shape == (7, full.num_features)
     with torch.no_grad():
         assert torch.equal(model.forward_head(model.forward_features(x), pre_logits=True),

@@ -138,6 +138,8 @@ def test_cache_name_is_readable_and_keyed_by_the_whole_url(hub_dir):
     assert cache_path('http://h/a/model.pth') != cache_path('http://h/b/model.pth')
     assert cache_path(url) != cache_path(url.replace('dl=1', 'dl=0'))
     assert os.path.basename(cache_path('http://127.0.0.1:9/')).startswith('checkpoint-')
+    odd = 'http://h/first/Inline%20Swin+T (v2).pth'    # spaces, '+' and brackets become one '_' each run; case kept
+    assert os.path.basename(cache_path(odd)) == f'Inline_Swin_T_v2_-{hashlib.sha256(odd.encode()).hexdigest()[:12]}.pth'
 
 
 def test_two_released_links_load_their_own_weights_once(serve, hub_dir):
@@ -210,8 +212,10 @@ def test_sha256_from_init_cfg_is_checked(serve, hub_dir):
         load_through_init_cfg(share(base, 'eeee5555'), sha256='0' * 64)
     assert cached(hub_dir) == []
     assert_loaded(load_through_init_cfg(share(base, 'eeee5555'), sha256=good.upper()), trunk)
-    with pytest.raises(ValueError, match='not a SHA-256 digest'):
-        load_through_init_cfg(share(base, 'eeee5555'), sha256='abc')
+    url = share(base, 'eeee5555')
+    with pytest.raises(ValueError, match=re.escape(f"sha256 'abc' of checkpoint {url!r} is not a SHA-256 digest (64 "
+                                                   'hex digits)') + '$'):
+        load_through_init_cfg(url, sha256='abc')
 
 
 def test_local_file_torch_refuses_gets_no_unsafe_advice(tmp_path):
@@ -314,9 +318,14 @@ def test_a_stalled_download_times_out_with_the_link(hub_dir, monkeypatch):
 def test_sha256_of_a_local_file_is_checked(tmp_path):
     body, trunk = released_like(5)
     (tmp_path / 'ckpt.pth').write_bytes(body)
-    with pytest.raises(ValueError, match=f'has sha256 {hashlib.sha256(body).hexdigest()}, the config expects'):
-        load_through_init_cfg(str(tmp_path / 'ckpt.pth'), sha256='1' * 64)
-    assert_loaded(load_through_init_cfg(str(tmp_path / 'ckpt.pth'), sha256=hashlib.sha256(body).hexdigest()), trunk)
+    path = str(tmp_path / 'ckpt.pth')
+    digest = hashlib.sha256(body).hexdigest()
+    with pytest.raises(ValueError, match=re.escape(f'checkpoint {path!r} has sha256 {digest}, the config expects '
+                                                   f'{"a" * 64}: a different or damaged file') + '$'):
+        load_through_init_cfg(path, sha256='A' * 64)                          # shown as digests are: lower case
+    with pytest.raises(ValueError, match=re.escape(f"sha256 'xyz' of checkpoint {path!r} is not a SHA-256 digest")):
+        load_through_init_cfg(path, sha256='xyz')
+    assert_loaded(load_through_init_cfg(path, sha256=digest), trunk)
 
 
 def test_timm_pretrained_true_downloads_verified_into_the_hub_cache(serve, hub_dir):
