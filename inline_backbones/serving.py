@@ -31,15 +31,15 @@ class CUDAGraphBackbone:
     """
 
     def __init__(self, model, example, dtype=None, warmup=3):
-        if not isinstance(example, torch.Tensor) or example.device.type != 'cuda':
-            raise ValueError('CUDAGraphBackbone needs a CUDA example input (CUDA graphs run on NVIDIA GPUs only); '
-                             'on a CPU call the model itself')
         if model.training:
             raise ValueError('CUDAGraphBackbone serves inference: call model.eval() before capturing it')
         if getattr(model, 'padding_aware', False):
             raise ValueError('a padding-aware model builds its masks from each batch\'s image sizes, which a graph '
                              'captured once cannot follow: capture the model with padding_aware=False (each image '
                              'alone, or a batch of images of the example\'s size)')
+        if not isinstance(example, torch.Tensor) or example.device.type != 'cuda':
+            raise ValueError('CUDAGraphBackbone needs a CUDA example input (CUDA graphs run on NVIDIA GPUs only); '
+                             'on a CPU call the model itself')
         self.model, self.dtype = model, dtype
         self.static_input = example.clone()
         stream = torch.cuda.Stream()

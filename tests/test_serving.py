@@ -1,5 +1,7 @@
 """CUDAGraphBackbone (inline_backbones/serving.py): what it refuses, with what message. Its replay is checked
 against the eager model on a GPU in tests/test_gpu_paths.py."""
+import re
+
 import pytest
 import torch
 
@@ -7,15 +9,23 @@ from inline_backbones import InLineSwinTransformer
 from inline_backbones.serving import CUDAGraphBackbone
 
 
-def test_refuses_a_cpu_input():
-    with pytest.raises(ValueError, match='needs a CUDA example input'):
-        CUDAGraphBackbone(InLineSwinTransformer('tiny').eval(), torch.zeros(1, 3, 64, 64))
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
-def test_refuses_training_mode_and_padding_aware_models():
-    x = torch.zeros(1, 3, 64, 64, device='cuda')
-    with pytest.raises(ValueError, match=r'call model.eval\(\)'):
-        CUDAGraphBackbone(InLineSwinTransformer('tiny').cuda(), x)
-    with pytest.raises(ValueError, match='padding_aware=False'):
-        CUDAGraphBackbone(InLineSwinTransformer('tiny', padding_aware=True).cuda().eval(), x)
+def test_refusals_name_the_problem_and_the_fix():
+    """The model's state first (on any device: a training-mode or padding-aware model is refused before the input
+    is looked at), then the example's device; each message whole."""
+    model = InLineSwinTransformer(arch=dict(embed_dims=16, depths=[1, 1, 1, 1], num_heads=[1, 1, 1, 1]),
+                                  attn_type='IIIS')
+    x = torch.zeros(1, 3, 64, 64)
+    with pytest.raises(ValueError, match=re.escape('CUDAGraphBackbone serves inference: call model.eval() before '
+                                                   'capturing it') + '$'):
+        CUDAGraphBackbone(model, x)
+    model.eval().padding_aware = True
+    with pytest.raises(ValueError, match=re.escape(
+            "a padding-aware model builds its masks from each batch's image sizes, which a graph captured once cannot "
+            'follow: capture the model with padding_aware=False (each image alone, or a batch of images of the '
+            "example's size)") + '$'):
+        CUDAGraphBackbone(model, x)
+    model.padding_aware = False
+    for example in (x, x.numpy()):
+        with pytest.raises(ValueError, match=re.escape('CUDAGraphBackbone needs a CUDA example input (CUDA graphs run '
+                                                       'on NVIDIA GPUs only); on a CPU call the model itself') + '$'):
+            CUDAGraphBackbone(model, example)
