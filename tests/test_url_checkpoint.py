@@ -165,7 +165,7 @@ def test_same_file_name_on_two_paths_does_not_collide(serve, hub_dir):
 
 
 @pytest.mark.parametrize('kind', ['truncated', 'html', 'html, no doctype', 'html after a preamble',
-                                  'html, tag past 512 bytes', 'not_a_state_dict', 'code'])
+                                  'html, tag past 512 bytes', 'not_a_state_dict', 'empty state dict', 'code'])
 def test_broken_download_fails_loudly_and_is_not_kept(serve, hub_dir, tmp_path, kind):
     body, _ = released_like(0)
 
@@ -179,6 +179,7 @@ def test_broken_download_fails_loudly_and_is_not_kept(serve, hub_dir, tmp_path, 
                 'html after a preamble': (200, b'<?xml version="1.0"?>\n<html><body>gone</body></html>'),
                 'html, tag past 512 bytes': (200, b'<!doctype html>\n<!--' + b' ' * 600 + b'--><html></html>'),
                 'not_a_state_dict': (200, checkpoint_bytes({'epoch': 3, 'max_accuracy': 81.2})),
+                'empty state dict': (200, checkpoint_bytes({'model': {}})),
                 'code': (200, checkpoint_bytes({'model': {'x': Payload()}}))}[kind]
     base, _ = serve({'/f/cccc3333/?dl=1': [response]})
     url = share(base, 'cccc3333')
@@ -188,7 +189,15 @@ def test_broken_download_fails_loudly_and_is_not_kept(serve, hub_dir, tmp_path, 
     assert url in message and f'({response[2] if kind == "truncated" else len(response[1])} bytes' in message
     assert cache_path(url) in message                    # where a copy fetched by hand goes
     shown = f', looks like HTML: {response[1][:200].decode("utf-8", "replace")!r}' if kind.startswith('html') else ''
-    assert f'bytes{shown}) is not the checkpoint: ' in message
+    found = re.search(re.escape(f'bytes{shown}) is not the checkpoint: ') + '(.*)' +
+                      re.escape('. It was deleted, nothing was cached. '), message)
+    problem = found.group(1)
+    if kind == 'not_a_state_dict':
+        assert problem == "checkpoint entries are not tensors: ['epoch', 'max_accuracy']; is this a model state dict?"
+    elif kind == 'empty state dict':
+        assert problem == 'it holds an empty state dict'
+    else:                                                  # the safe loader's refusal, the temporary file named
+        assert re.fullmatch(r"cannot load checkpoint '.*' safely \(weights_only=True\): \w+: .+", problem), problem
     assert_no_unsafe_advice(err)
     assert cached(hub_dir) == []
     assert not (tmp_path / 'pwned').exists()
