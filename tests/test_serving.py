@@ -25,7 +25,7 @@ def test_refusals_name_the_problem_and_the_fix():
             "example's size)") + '$'):
         CUDAGraphBackbone(model, x)
     model.padding_aware = False
-    for model, example in ((model, x), (model, x.numpy()), (torch.nn.Identity().eval(), x)):   # any nn.Module
+    for served, example in ((model, x), (model, x.numpy()), (torch.nn.Identity().eval(), x)):   # any nn.Module
         with pytest.raises(ValueError, match=re.escape('CUDAGraphBackbone needs a CUDA example input (CUDA graphs run '
                                                        'on NVIDIA GPUs only); on a CPU call the model itself') + '$'):
-            CUDAGraphBackbone(model, example)
+            CUDAGraphBackbone(served, example)
