@@ -252,7 +252,7 @@ def _check_download(url, path, local, sha256):
         return
     with open(path, 'rb') as f:
         head = f.read(512)
-    html = head.lstrip().lower().startswith((b'<!doctype', b'<html')) or b'<html' in head.lower()
+    html = head.lstrip().lower().startswith(b'<!doctype') or b'<html' in head.lower()
     shown = f', looks like HTML: {head[:200].decode("utf-8", "replace")!r}' if html else ''
     raise CheckpointDownloadError(
         f'the download of checkpoint {url!r} ({osp.getsize(path)} bytes{shown}) is not the checkpoint: {problem}. '

@@ -177,7 +177,7 @@ def test_broken_download_fails_loudly_and_is_not_kept(serve, hub_dir, tmp_path, 
                 # an upper-case page with bytes that are not UTF-8, longer than the 200 bytes shown
                 'html, no doctype': (200, b'  \n<HTML><BODY>' + b'\xff sign in ' * 30 + b'</BODY></HTML>'),
                 'html after a preamble': (200, b'<?xml version="1.0"?>\n<html><body>gone</body></html>'),
-                'html, tag past 512 bytes': (200, b'<!doctype html>\n<!--' + b' ' * 600 + b'--><html></html>'),
+                'html, tag past 512 bytes': (200, b'\n <!DOCTYPE html>\n<!--' + b' ' * 600 + b'--><html></html>'),
                 'not_a_state_dict': (200, checkpoint_bytes({'epoch': 3, 'max_accuracy': 81.2})),
                 'empty state dict': (200, checkpoint_bytes({'model': {}})),
                 'code': (200, checkpoint_bytes({'model': {'x': Payload()}}))}[kind]
@@ -217,8 +217,8 @@ def test_sha256_from_init_cfg_is_checked(serve, hub_dir):
     body, trunk = released_like(3)
     good = hashlib.sha256(body).hexdigest()
     base, _ = serve({'/f/eeee5555/?dl=1': [(200, body), (200, body)]})
-    with pytest.raises(CheckpointDownloadError, match=f'sha256 is {good}, the config expects {"0" * 64}'):
-        load_through_init_cfg(share(base, 'eeee5555'), sha256='0' * 64)
+    with pytest.raises(CheckpointDownloadError, match=f'sha256 is {good}, the config expects {"f" * 64}'):
+        load_through_init_cfg(share(base, 'eeee5555'), sha256='F' * 64)              # shown lower-case, as digests
     assert cached(hub_dir) == []
     assert_loaded(load_through_init_cfg(share(base, 'eeee5555'), sha256=good.upper()), trunk)
     url = share(base, 'eeee5555')
