@@ -42,6 +42,8 @@ from collections import OrderedDict
 import numpy as np
 import torch
 
+from .archive import check_not_truncated
+
 _logger = logging.getLogger(__name__)
 
 
@@ -262,7 +264,10 @@ def _check_download(url, path, local, sha256):
 
 def _torch_load(path, map_location='cpu'):
     """``torch.load(path, weights_only=True)`` with the released checkpoints' yacs config allowed; errors name
-    the file and never suggest turning the protection off (torch's own error is not chained: it does)."""
+    the file and never suggest turning the protection off (torch's own error is not chained: it does). A file cut
+    off part-way is a :class:`~inline_backbones.archive.CheckpointTruncatedError` saying so (its size, the entry
+    that runs past its end), checked before unpickling."""
+    check_not_truncated(path)
     with torch.serialization.safe_globals([(ReleasedConfig, 'yacs.config.CfgNode')]):
         try:
             return torch.load(path, map_location=map_location, weights_only=True)
@@ -276,21 +281,27 @@ def load_checkpoint_file(path, sha256=None):
 
     A URL is downloaded first (:func:`download_checkpoint`, which checks ``sha256`` if given).
     """
+    return _torch_load(local_checkpoint(path, sha256))
+
+
+def local_checkpoint(path, sha256=None):
+    """The local file of checkpoint ``path`` (a URL downloaded first, see :func:`load_checkpoint_file`), checked to
+    exist and, where ``sha256`` is given, to have that digest."""
     path = str(path)
     is_url = path.startswith(URL_SCHEMES)
     if is_url:
         path = download_checkpoint(path, sha256)
     path = osp.expanduser(path)
     if not osp.isfile(path):
-        raise FileNotFoundError(f'checkpoint file not found: {path!r} (set the path to a downloaded '
-                                f'checkpoint, e.g. a released inline_swin_t.pth, or to its URL)')
+        raise FileNotFoundError(f'checkpoint file not found: {path!r} (give the path of a downloaded checkpoint, '
+                                'or its URL: docs/models.md lists the released files and their links)')
     if sha256 is not None and not is_url:   # a local file is checked too (a download was checked on arrival)
         _check_digest(sha256, path)
         digest = _sha256_of(path)
         if digest != sha256.lower():
             raise ValueError(f'checkpoint {path!r} has sha256 {digest}, the config expects {sha256.lower()}: a '
                              'different or damaged file')
-    return _torch_load(path)
+    return path
 
 
 def extract_state_dict(checkpoint, prefix=None):
@@ -398,17 +409,23 @@ def filter_state_dict(model, state_dict, source='state dict', filter_fn=None):
     return dict(filtered)
 
 
-def load_pretrained(model, path, prefix=None, sha256=None, filter_fn=None):
+def load_pretrained(model, path, prefix=None, sha256=None, filter_fn=None, logger=_logger):
     """Load ``path`` into ``model`` strictly: the file is read safely (:func:`load_checkpoint_file`; a URL is
     downloaded once and checked against ``sha256`` if given), its state dict extracted (``prefix``, e.g.
     ``'backbone.'``, selects and strips keys), passed through the family filter ``filter_fn`` (default: the
     model's ``checkpoint_filter``, else none) and checked: every parameter of the model that the filter does
     not declare optional must come from the file, with the right shape, and the file must hold nothing else.
+    ``logger`` (``info``; a Runner's ``MMLogger`` writes it into the training log) gets one line naming the file,
+    its URL if downloaded, and the first 12 hex digits of its SHA-256.
 
     Raises :class:`CheckpointMismatchError` naming the offending keys; returns the keys loaded.
     """
-    state_dict = extract_state_dict(load_checkpoint_file(path, sha256), prefix)
+    local = local_checkpoint(path, sha256)
+    state_dict = extract_state_dict(_torch_load(local), prefix)
     state_dict = filter_state_dict(model, state_dict, path, filter_fn)
     model.load_state_dict(state_dict, strict=False)
+    origin = f' (downloaded from {str(path)!r})' if str(path).startswith(URL_SCHEMES) else ''
+    logger.info(f'{type(model).__name__}: {len(state_dict)} tensors loaded from {local!r}{origin}, sha256 '
+                f'{_sha256_of(local)[:12]}' + (f', keys under {prefix!r}' if prefix else ''))
     return sorted(state_dict)
 

@@ -6,15 +6,19 @@ with the same arguments as mmdet's ``DetDataPreprocessor``.
 """
 from mmdet.models.data_preprocessors import DetDataPreprocessor
 
+from .pixel_check import RawPixelCheck
 from .regions import attach_sample_shapes
 from .registry import MODELS
 
 
 @MODELS.register_module()
-class RegionDetDataPreprocessor(DetDataPreprocessor):
+class RegionDetDataPreprocessor(RawPixelCheck, DetDataPreprocessor):
     """mmdet's ``DetDataPreprocessor`` (normalise, pad, batch augments such as ``BatchSyncRandomResize`` /
     ``BatchFixedSizePad``), then the batch made a :class:`~inline_backbones.regions.RegionBatch` carrying each
-    sample's ``img_shape`` (:func:`~inline_backbones.regions.attach_sample_shapes`)."""
+    sample's ``img_shape`` (:func:`~inline_backbones.regions.attach_sample_shapes`). The first batch is checked for pixels left in
+    0-255 (a ``mean``/``std`` missing from the config): a warning in the log (:mod:`inline_backbones.pixel_check`)."""
 
     def forward(self, data, training=False):
-        return attach_sample_shapes(super().forward(data, training))
+        data = super().forward(data, training)
+        self.check_raw_pixels(data['inputs'])
+        return attach_sample_shapes(data)

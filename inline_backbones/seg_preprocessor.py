@@ -6,16 +6,20 @@ with the same arguments as mmseg's ``SegDataPreProcessor``.
 """
 from mmseg.models.data_preprocessor import SegDataPreProcessor
 
+from .pixel_check import RawPixelCheck
 from .regions import attach_sample_shapes
 from .registry import MODELS
 
 
 @MODELS.register_module()
-class RegionSegDataPreProcessor(SegDataPreProcessor):
+class RegionSegDataPreProcessor(RawPixelCheck, SegDataPreProcessor):
     """mmseg's ``SegDataPreProcessor`` (normalise, pad to ``size``/``size_divisor`` in training, to
     ``test_cfg``'s ``size``/``size_divisor`` in testing), then the batch made a
     :class:`~inline_backbones.regions.RegionBatch` carrying each sample's ``img_shape``
-    (:func:`~inline_backbones.regions.attach_sample_shapes`)."""
+    (:func:`~inline_backbones.regions.attach_sample_shapes`). The first batch is checked for pixels left in
+    0-255 (a ``mean``/``std`` missing from the config): a warning in the log (:mod:`inline_backbones.pixel_check`)."""
 
     def forward(self, data, training=False):
-        return attach_sample_shapes(super().forward(data, training))
+        data = super().forward(data, training)
+        self.check_raw_pixels(data['inputs'])
+        return attach_sample_shapes(data)

@@ -13,6 +13,9 @@ pretrained = 'https://cloud.tsinghua.edu.cn/f/90ac52b1555b401eb5e6/?dl=1'
 
 model = dict(
     pretrained=None,  # the base's 'open-mmlab://resnet50_v1c' would be handed to the backbone
+    # At test time a side below 32 px (the stride of the last stage; a thin image after the resize) is padded to
+    # 32 and the prediction cropped back (mmseg's own test padding); larger images are not padded.
+    data_preprocessor=dict(test_cfg=dict(size=(32, 32))),
     backbone=dict(
         _delete_=True,
         type='inline_backbones.InLinePVT',

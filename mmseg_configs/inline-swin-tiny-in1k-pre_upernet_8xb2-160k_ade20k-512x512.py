@@ -13,8 +13,10 @@ pretrained = 'https://cloud.tsinghua.edu.cn/f/32810869fcc34410966b/?dl=1'
 
 model = dict(
     # Attaches each image's img_shape to the batch for the padding-aware backbone
-    # (docs/padding_aware.md#how-the-backbone-learns-each-images-region).
-    data_preprocessor=dict(type='inline_backbones.RegionSegDataPreProcessor'),
+    # (docs/padding_aware.md#how-the-backbone-learns-each-images-region). At test time a side below 32 px (the
+    # stride of the last stage; a thin image after the resize) is padded to 32 and the prediction cropped back
+    # (mmseg's own test padding; exact in padding-aware mode); larger images are not padded.
+    data_preprocessor=dict(type='inline_backbones.RegionSegDataPreProcessor', test_cfg=dict(size=(32, 32))),
     backbone=dict(
         _delete_=True,
         type='inline_backbones.InLineSwinTransformer',

@@ -211,15 +211,67 @@ def test_non_tensor_entries_and_non_dict_checkpoints_are_errors(tmp_path):
         load_pretrained(model, tmp_path / 'list_file.pth')
 
 
+def _entry_ends(path):
+    """Each entry of a whole zip archive with the byte where its data ends: the next entry's header (entries are
+    contiguous), the directory for the last one (zipfile reads both from the archive's directory)."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as whole:
+        infos = sorted(whole.infolist(), key=lambda i: i.header_offset)
+        return [(i.filename, nxt) for i, nxt in zip(infos, [j.header_offset for j in infos[1:]] + [whole.start_dir])]
+
+
 def test_truncated_file_is_a_clear_error(tmp_path):
+    """A file cut in the middle of an entry says it is cut off (its size, the entry that runs past its end and where
+    that entry ends in the whole file), not that it is unsafe; through ``init_cfg`` as through any load."""
     path = tmp_path / 'cut.pth'
     torch.save({'model': _small_state()}, path)
     data = path.read_bytes()
-    path.write_bytes(data[:len(data) // 2])
+    cut = len(data) // 2
+    name, end = next((n, e) for n, e in _entry_ends(path) if e > cut)
+    path.write_bytes(data[:cut])
     model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS',
                                   init_cfg=dict(type='Pretrained', checkpoint=str(path)))
-    with pytest.raises(RuntimeError, match=r'cannot load checkpoint .*cut\.pth'):
+    with pytest.raises(RuntimeError, match=rf"^checkpoint '.*cut\.pth' is cut off: the file has {cut:,} bytes but its "
+                       rf"entry '{name}' ends at byte {end:,}, and the end record of the archive \(which every "
+                       r'torch\.save file ends with\) is missing\. The download or copy stopped part-way: fetch the '
+                       r'file again$') as err:
         model.init_weights()
+    assert 'safely' not in str(err.value)
+
+
+@pytest.mark.parametrize('where', ['entry', 'header', 'directory', 'end record'])
+def test_truncation_is_found_wherever_the_file_stops(tmp_path, where):
+    """Cut inside an entry's data (the entry is named, with where it ends), inside an entry's header, between the
+    last entry and the directory, or inside the end record: each is cut off; the whole file, a non-zip file and a
+    whole file whose end record carries a comment are not."""
+    from inline_backbones.archive import truncation_problem
+
+    path = tmp_path / 'whole.pth'
+    torch.save({'w': torch.randn(64, 64), 'b': torch.randn(64)}, path)
+    data = path.read_bytes()
+    ends = _entry_ends(path)
+    assert truncation_problem(path) is None
+    big = max(range(len(ends)), key=lambda i: ends[i][1] - (ends[i - 1][1] if i else 0))   # the 64x64 tensor's entry
+    directory = ends[-1][1]
+    cut = {'entry': ends[big][1] - 1, 'header': ends[0][1] + 10, 'directory': directory,
+           'end record': len(data) - 5}[where]
+    (tmp_path / 'cut.pth').write_bytes(data[:cut])
+    problem = truncation_problem(tmp_path / 'cut.pth')
+    whole_to = {'header': ends[0][1], 'directory': directory, 'end record': directory}.get(where)
+    if where == 'entry':
+        assert problem == (f'the file has {cut:,} bytes but its entry {ends[big][0]!r} ends at byte '
+                           f'{ends[big][1]:,}, and the end record of the archive (which every torch.save file ends '
+                           'with) is missing')
+    else:
+        assert problem == (f'the file has {cut:,} bytes and its entries are whole up to byte {whole_to:,}, but the '
+                           'end record of the archive (which every torch.save file ends with) is missing')
+    (tmp_path / 'pickle.pth').write_bytes(pickle.dumps({'w': 1}))
+    assert truncation_problem(tmp_path / 'pickle.pth') is None
+    commented = data[:-2] + (5).to_bytes(2, 'little') + b'hello'     # an end record with a 5-byte comment
+    (tmp_path / 'comment.pth').write_bytes(commented)
+    assert truncation_problem(tmp_path / 'comment.pth') is None
+    assert torch.load(tmp_path / 'comment.pth', weights_only=True)['w'].shape == (64, 64)   # a whole archive indeed
 
 
 class _CreatesFile:
@@ -401,3 +453,22 @@ def test_mmengine_local_loads_give_the_packages_errors(tmp_path, monkeypatch):
     monkeypatch.setenv('HOME', str(tmp_path))                       # '~' is the user's home
     loaded = CheckpointLoader.load_checkpoint('~/good.pth', map_location='meta')
     assert loaded['state_dict']['weight'].device.type == 'meta'     # map_location reaches torch.load
+
+
+def test_the_log_names_the_file_the_backbone_weights_came_from(tmp_path):
+    """``init_cfg`` loads write one line into the current mmengine logger (a Runner's training log): the file, the
+    number of tensors and the first 12 hex digits of the file's SHA-256."""
+    import hashlib
+
+    from mmengine.logging import MMLogger
+
+    state = _small_state()
+    torch.save({'state_dict': state}, tmp_path / 'w.pth')
+    log = tmp_path / 'run.log'
+    MMLogger.get_instance('checkpoint_log_test', log_file=str(log))
+    model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS',
+                                  init_cfg=dict(type='Pretrained', checkpoint=str(tmp_path / 'w.pth')))
+    model.init_weights()
+    digest = hashlib.sha256((tmp_path / 'w.pth').read_bytes()).hexdigest()
+    assert (f"InLineSwinTransformer: {len(state)} tensors loaded from '{tmp_path}/w.pth', sha256 {digest[:12]}\n"
+            in log.read_text())

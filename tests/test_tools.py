@@ -1,15 +1,13 @@
-"""tools/get_flops.py, tools/infer.py and tools/measure_padding.py end to end (small models, random weights)."""
-import json
+"""tools/get_flops.py and tools/measure_padding.py end to end (small models, random weights; tools/infer.py:
+test_infer.py)."""
 import os
 import os.path as osp
 import re
 import subprocess
 import sys
 
-import cv2
 import pytest
 import torch
-from shapes_dataset import CLASSES, PALETTE, generate_shapes_dataset
 
 from inline_backbones.analysis import flop_analyzer
 
@@ -50,55 +48,6 @@ def test_get_flops_counts_the_whole_model_and_prints_it(get_flops):
     assert det and det.group(1) == f'{params / 1e6:.1f}' and det.group(2) == f'{flops / 1e9:.0f}', stdout
     assert 'inline-swin-mini_upernet_shapes-256x256.py: params' in stdout
     assert '| config | params | FLOPs | input (HxW) |' in stdout
-
-
-def _checkpoint(get_flops, config, path):
-    """A Runner-style checkpoint of the config's model (random weights) with the dataset's class names."""
-    _, model, _ = get_flops.build(config)
-    torch.save({'state_dict': model.state_dict(),
-                'meta': {'dataset_meta': {'classes': CLASSES, 'palette': [list(c) for c in PALETTE]}}}, path)
-
-
-@pytest.mark.parametrize('config', [DET_CONFIG, SEG_CONFIG], ids=['mmdet', 'mmseg'])
-def test_infer_writes_visualisations(get_flops, config, tmp_path):
-    generate_shapes_dataset(str(tmp_path / 'data'), num_train=0, num_val=1, seed=0)
-    image = str(tmp_path / 'data' / 'images' / 'val' / '00001.jpg')
-    _checkpoint(get_flops, config, tmp_path / 'model.pth')
-    out_dir = tmp_path / 'out'
-    stdout = _tool('infer.py', config, str(tmp_path / 'model.pth'), image, '--out-dir', str(out_dir),
-                   '--device', 'cpu', '--score-thr', '0.0')
-    assert f'visualisations written to {out_dir}/vis' in stdout
-    vis = cv2.imread(str(out_dir / 'vis' / '00001.jpg'))
-    assert vis is not None and vis.shape == (256, 256, 3)
-    if config == DET_CONFIG:
-        with open(out_dir / 'preds' / '00001.json') as f:
-            preds = json.load(f)
-        assert len(preds['labels']) == len(preds['scores']) == len(preds['bboxes']) > 0
-        assert all(0 <= label < len(CLASSES) for label in preds['labels'])
-
-
-def test_infer_slides_a_large_image_in_several_crops(get_flops, tmp_path):
-    """docs/large_images.md: a segmentation at the image's own size in 3 x 3 crops (mmseg's slide mode) writes
-    the same kind of outputs as whole-image inference, prints the crop grid, time and memory; --slide on a
-    detector is refused in one line."""
-    generate_shapes_dataset(str(tmp_path / 'data'), num_train=0, num_val=1, seed=0)
-    image = str(tmp_path / 'data' / 'images' / 'val' / '00001.jpg')
-    _checkpoint(get_flops, SEG_CONFIG, tmp_path / 'model.pth')
-    preds = {}
-    for mode in ('whole', 'slide'):
-        out_dir = tmp_path / mode
-        extra = ['--slide', '128', '96'] if mode == 'slide' else []
-        stdout = _tool('infer.py', SEG_CONFIG, str(tmp_path / 'model.pth'), image, '--out-dir', str(out_dir),
-                       '--device', 'cpu', '--scale', 'native', *extra)
-        assert re.search(r'\[infer\] [\d.]+ s for 1 image\(s\).*peak \d+ MB resident', stdout), stdout
-        (pred,) = (out_dir / 'pred').glob('*.png')                # mmseg names it by index
-        preds[mode] = cv2.imread(str(pred), cv2.IMREAD_UNCHANGED)
-        assert preds[mode] is not None and preds[mode].shape == (256, 256)
-    assert '00001.jpg: 256x256 -> 3 x 3 crops' in stdout and 'slide, crops of 128 px every 96 px' in stdout
-    assert not (preds['whole'] == preds['slide']).all()          # attention within crops is not the whole image's
-    refused = subprocess.run([sys.executable, osp.join(ROOT, 'tools', 'infer.py'), DET_CONFIG, 'x.pth', image,
-                              '--slide', '128', '96'], capture_output=True, text=True, timeout=300)
-    assert refused.returncode == 2 and '--slide is for segmentation configs' in refused.stderr.splitlines()[-1]
 
 
 def test_measure_padding_table_and_latency():

@@ -1,4 +1,5 @@
 """The mmdet/mmseg backbone of every family: the trunk (:class:`~.trunk.Trunk`) with mmengine's conventions."""
+from mmengine.logging import MMLogger
 from mmengine.model import BaseModule
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
@@ -70,10 +71,11 @@ class Backbone(Trunk, BaseModule):
         return tuple(outs)
 
     def init_weights(self):
-        """A strict load of ``init_cfg`` type ``Pretrained``, another ``init_cfg`` by mmengine, or from scratch."""
+        """A strict load of ``init_cfg`` type ``Pretrained`` (the file and its sha256 prefix logged: a Runner's log says
+        where the backbone's weights came from), another ``init_cfg`` by mmengine, or from scratch."""
         if self.init_cfg is not None and self.init_cfg.get('type') == 'Pretrained':
             load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix'),
-                            sha256=self.init_cfg.get('sha256'))
+                            sha256=self.init_cfg.get('sha256'), logger=MMLogger.get_current_instance())
         elif self.init_cfg is not None:
             super().init_weights()
         else:

@@ -98,7 +98,9 @@ def input_regions(x, image_shapes, carried, min_input_size, padding_aware, name,
     H, W = x.shape[-2:]
     if min(H, W) < min_input_size:
         raise ValueError(f'input of {H}x{W} pixels is too small for {name}: each side must be at least '
-                         f'{min_input_size} (the stride of the last stage)')
+                         f'{min_input_size} (the stride of the last stage). Pad the image up to it (mmseg: '
+                         f'data_preprocessor test_cfg=dict(size=({min_input_size}, {min_input_size})) pads smaller '
+                         'images only and crops the prediction back), or resize it larger')
     if not padding_aware:
         if image_shapes is not None:
             raise ValueError('image_shapes is only used in padding-aware mode (padding_aware=True)')

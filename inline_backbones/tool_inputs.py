@@ -1,0 +1,91 @@
+"""What the command-line tools check before they build a model: the config, the checkpoint and the images. Each
+problem is a :class:`ToolInputError` whose message names it and the fix in one line; the tools print it as their
+last line and exit with status 1 (:func:`exit_on_input_error`).
+
+Images are recognised by their content, as OpenCV (which mmcv reads them with) recognises them
+(``cv2.haveImageReader``: the file's signature, not its extension). A folder's files that are not images are
+skipped and listed; a file named on the command line that is not an image is an error.
+"""
+import contextlib
+import difflib
+import os
+import os.path as osp
+import sys
+
+from .archive import CheckpointTruncatedError, check_not_truncated
+
+
+class ToolInputError(ValueError):
+    """A command-line input that cannot work (a missing or mistyped path, a file cut off, a file that is no image)."""
+
+
+def _closest(path):
+    """`` (did you mean X?)`` for the file in ``path``'s folder whose name is closest to it, or ''."""
+    folder = osp.dirname(path) or '.'
+    if not osp.isdir(folder):
+        return f' (the folder {folder!r} does not exist either)'
+    match = difflib.get_close_matches(osp.basename(path), sorted(os.listdir(folder)), n=1, cutoff=0.6)
+    return f' (did you mean {osp.join(osp.dirname(path), match[0])!r}?)' if match else ''
+
+
+def check_config(path):
+    """``path`` is a config file (``mmdet::``/``mmseg::`` names are left to mmengine)."""
+    if '::' in path or osp.isfile(path):
+        return path
+    raise ToolInputError(f'config not found: {path!r}{_closest(path)}')
+
+
+def check_checkpoint(path):
+    """``path`` is a URL (downloaded and checked later) or a whole local checkpoint file."""
+    if path.startswith(('http://', 'https://', 'file://')):
+        return path
+    if not osp.isfile(path):
+        raise ToolInputError(f'checkpoint not found: {path!r}{_closest(path)}')
+    try:
+        check_not_truncated(path)
+    except CheckpointTruncatedError as err:
+        raise ToolInputError(str(err)) from None
+    return path
+
+
+def is_image(path):
+    """Whether OpenCV can decode ``path`` (by its signature)."""
+    import cv2
+
+    return osp.isfile(path) and cv2.haveImageReader(path)
+
+
+def image_inputs(inputs):
+    """``(images, skipped)`` for the command line's ``inputs`` (files, or one or more folders).
+
+    A folder gives its images in name order (hidden files ignored) and skips the rest (``skipped``: their paths).
+    A file given by name must exist and be an image. No image at all is an error.
+    """
+    images, skipped = [], []
+    for given in inputs:
+        if osp.isdir(given):
+            for name in sorted(os.listdir(given)):
+                path = osp.join(given, name)
+                if name.startswith('.') or osp.isdir(path):
+                    continue
+                (images if is_image(path) else skipped).append(path)
+        elif not osp.exists(given):
+            raise ToolInputError(f'image not found: {given!r}{_closest(given)}')
+        elif not is_image(given):
+            raise ToolInputError(f'{given!r} is not an image OpenCV can read (JPEG, PNG, BMP, TIFF, WebP ...): give '
+                                 'image files, or a folder (whose other files are skipped)')
+        else:
+            images.append(given)
+    if not images:
+        raise ToolInputError(f'no image in {", ".join(map(repr, inputs))}'
+                             + (f' ({len(skipped)} other file(s) skipped)' if skipped else ''))
+    return images, skipped
+
+
+@contextlib.contextmanager
+def exit_on_input_error(tool):
+    """Inside: a :class:`ToolInputError` ends the program with ``[tool] error: <message>`` and status 1."""
+    try:
+        yield
+    except ToolInputError as err:
+        sys.exit(f'[{tool}] error: {err}')
