@@ -1,64 +1,74 @@
 """Whether a checkpoint file is whole: a file cut off part-way (an interrupted download or copy) is told apart from
 one that is damaged or unsafe, before anything unpickles it.
 
-``torch.save`` writes a zip archive: a local header and the data of each entry (``archive/data.pkl``,
-``archive/data/0`` ...), then the central directory, then the end-of-central-directory record (22 bytes from
-``PK\\x05\\x06``, plus a comment of at most 65,535 bytes) at the very end. A file that opens as a zip archive
-(``PK\\x03\\x04``) but has no end record within its last 65,557 bytes was cut off. Walking its local headers (each
-30 bytes from ``PK\\x03\\x04``, then the name, the extra field and the data, whose size the header gives; a ZIP64
-entry gives it in extra field 0x0001) finds the first entry that runs past the end of the file: the archive needed
-at least that entry's end.
+``torch.save`` writes a zip archive: each entry (``archive/data.pkl``, ``archive/data/0`` ...) is a local header
+(30 bytes from ``PK\\x03\\x04``, then the name and an extra field), the data, and, because torch sets flag bit 3,
+a data descriptor after the data (``PK\\x07\\x08``, the CRC, then the data's size in 4 bytes, or 8 for ZIP64, twice);
+then the central directory and, at the very end, the end record (22 bytes from ``PK\\x05\\x06`` plus a comment of
+at most 65,535 bytes whose length its last two bytes give). A file that opens as a zip archive but does not end
+with a whole end record was cut off. Walking the entries from the start (an entry without flag bit 3 gives its
+size in its header) finds where: inside an entry's data (the entry is named), or after the last whole entry.
 """
+import mmap
 import os
 import struct
 
 _LOCAL = b'PK\x03\x04'
+_DESCRIPTOR = b'PK\x07\x08'
 _END = b'PK\x05\x06'
 _END_SEARCH = 22 + 0xFFFF      # the end record and the longest comment it may carry
 
 
 class CheckpointTruncatedError(RuntimeError):
-    """A checkpoint file that stops before the end of its archive (the message gives its size and what is missing)."""
+    """A checkpoint file that stops before the end of its archive (the message gives its size and where it stops)."""
 
 
-def _entry_size(header, extra):
-    """The stored size of a local entry: the header's 32-bit field, or the ZIP64 extra field's when it is 0xFFFFFFFF."""
+def _sized_end(header, extra, start):
+    """End of an entry's data from the size in its header (the ZIP64 extra field 0x0001 where that is 0xFFFFFFFF)."""
     size = struct.unpack_from('<I', header, 18)[0]
-    if size != 0xFFFFFFFF:
-        return size
     at = 0
-    while at + 4 <= len(extra):
+    while size == 0xFFFFFFFF and at + 4 <= len(extra):
         tag, length = struct.unpack_from('<HH', extra, at)
         if tag == 0x0001 and length >= 16:
-            return struct.unpack_from('<Q', extra, at + 12)[0]     # uncompressed size (8 bytes), then compressed
+            size = struct.unpack_from('<Q', extra, at + 12)[0]     # uncompressed size (8 bytes), then compressed
         at += 4 + length
+    return start + size
+
+
+def _described_end(data, start):
+    """End of an entry whose sizes follow its data: just after the first data descriptor whose size field equals its
+    distance from ``start`` (4-byte or ZIP64 8-byte fields); None if the file ends first."""
+    at = data.find(_DESCRIPTOR, start)
+    while at >= 0:
+        if at + 16 <= len(data) and struct.unpack_from('<I', data, at + 8)[0] == at - start:
+            return at + 16
+        if at + 24 <= len(data) and struct.unpack_from('<Q', data, at + 8)[0] == at - start:
+            return at + 24
+        at = data.find(_DESCRIPTOR, at + 1)
     return None
 
 
-def _first_cut_entry(f, size):
-    """``(name, end)`` of the first local entry whose header and name are in the file but whose data ends past
-    ``size`` bytes, or ``(None, end of the last whole entry)`` (the file stops in a header, or after the entries)."""
+def _where_cut(data):
+    """``(name, start)`` of the entry whose data runs past the end of ``data``, with where its header starts, or
+    ``(None, end of the last whole entry)`` (the file stops in a header or after the entries)."""
     at = 0
-    while at + 30 <= size:
-        f.seek(at)
-        header = f.read(30)
-        if header[:4] != _LOCAL:
+    while at + 30 <= len(data) and data[at:at + 4] == _LOCAL:
+        header = data[at:at + 30]
+        flags, name_len, extra_len = (struct.unpack_from('<H', header, o)[0] for o in (6, 26, 28))
+        start = at + 30 + name_len + extra_len
+        if start > len(data):
             break
-        name_len, extra_len = struct.unpack_from('<HH', header, 26)
-        name, extra = f.read(name_len), f.read(extra_len)
-        data_size = _entry_size(header, extra)
-        if len(name) < name_len or len(extra) < extra_len or data_size is None:
-            break
-        end = at + 30 + name_len + extra_len + data_size
-        if end > size:
-            return name.decode('utf-8', 'replace'), end
+        name = bytes(data[at + 30:at + 30 + name_len]).decode('utf-8', 'replace')
+        end = (_described_end(data, start) if flags & 0x08 else
+               _sized_end(header, data[at + 30 + name_len:start], start))
+        if end is None or end > len(data):
+            return name, at
         at = end
     return None, at
 
 
 def _has_end_record(tail):
-    """Whether ``tail`` (the file's last bytes) ends with a whole end record: its signature, 18 more bytes, and the
-    comment whose length the record's last two bytes give."""
+    """Whether ``tail`` (the file's last bytes) ends with a whole end record."""
     at = tail.rfind(_END)
     return at >= 0 and len(tail) >= at + 22 and at + 22 + struct.unpack_from('<H', tail, at + 20)[0] == len(tail)
 
@@ -72,11 +82,12 @@ def truncation_problem(path):
         f.seek(max(0, size - _END_SEARCH))
         if _has_end_record(f.read()):
             return None
-        name, end = _first_cut_entry(f, size)
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            name, at = _where_cut(data)
     if name is not None:
-        return (f'the file has {size:,} bytes but its entry {name!r} ends at byte {end:,}, and the end record of '
-                'the archive (which every torch.save file ends with) is missing')
-    return (f'the file has {size:,} bytes and its entries are whole up to byte {end:,}, but the end record of the '
+        return (f'the file has {size:,} bytes and stops inside its entry {name!r} (from byte {at:,}); the end record '
+                'of the archive (which every torch.save file ends with) is missing')
+    return (f'the file has {size:,} bytes and its entries are whole up to byte {at:,}, but the end record of the '
             'archive (which every torch.save file ends with) is missing')
 
 

@@ -15,8 +15,9 @@ from .registry import MODELS
 class RegionDetDataPreprocessor(RawPixelCheck, DetDataPreprocessor):
     """mmdet's ``DetDataPreprocessor`` (normalise, pad, batch augments such as ``BatchSyncRandomResize`` /
     ``BatchFixedSizePad``), then the batch made a :class:`~inline_backbones.regions.RegionBatch` carrying each
-    sample's ``img_shape`` (:func:`~inline_backbones.regions.attach_sample_shapes`). The first batch is checked for pixels left in
-    0-255 (a ``mean``/``std`` missing from the config): a warning in the log (:mod:`inline_backbones.pixel_check`)."""
+    sample's ``img_shape`` (:func:`~inline_backbones.regions.attach_sample_shapes`). The first batch is checked
+    for pixels left in 0-255 (a ``mean``/``std`` missing from the config): a warning in the log
+    (:mod:`inline_backbones.pixel_check`)."""
 
     def forward(self, data, training=False):
         data = super().forward(data, training)

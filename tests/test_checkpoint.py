@@ -211,38 +211,39 @@ def test_non_tensor_entries_and_non_dict_checkpoints_are_errors(tmp_path):
         load_pretrained(model, tmp_path / 'list_file.pth')
 
 
-def _entry_ends(path):
-    """Each entry of a whole zip archive with the byte where its data ends: the next entry's header (entries are
-    contiguous), the directory for the last one (zipfile reads both from the archive's directory)."""
+def _entries(path):
+    """``(name, start, end)`` of each entry of a whole zip archive, in file order: its header's offset and where the
+    next entry's header (the directory, for the last one) starts; zipfile reads both from the archive's directory."""
     import zipfile
 
     with zipfile.ZipFile(path) as whole:
         infos = sorted(whole.infolist(), key=lambda i: i.header_offset)
-        return [(i.filename, nxt) for i, nxt in zip(infos, [j.header_offset for j in infos[1:]] + [whole.start_dir])]
+        starts = [i.header_offset for i in infos]
+        return [(i.filename, s, e) for i, s, e in zip(infos, starts, starts[1:] + [whole.start_dir], strict=True)]
 
 
 def test_truncated_file_is_a_clear_error(tmp_path):
-    """A file cut in the middle of an entry says it is cut off (its size, the entry that runs past its end and where
-    that entry ends in the whole file), not that it is unsafe; through ``init_cfg`` as through any load."""
+    """A file cut in the middle of an entry says it is cut off (its size, the entry it stops in and where that entry
+    starts), not that it is unsafe; through ``init_cfg`` as through any load."""
     path = tmp_path / 'cut.pth'
     torch.save({'model': _small_state()}, path)
     data = path.read_bytes()
     cut = len(data) // 2
-    name, end = next((n, e) for n, e in _entry_ends(path) if e > cut)
+    name, start, _ = next(e for e in _entries(path) if e[2] > cut)
     path.write_bytes(data[:cut])
     model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS',
                                   init_cfg=dict(type='Pretrained', checkpoint=str(path)))
-    with pytest.raises(RuntimeError, match=rf"^checkpoint '.*cut\.pth' is cut off: the file has {cut:,} bytes but its "
-                       rf"entry '{name}' ends at byte {end:,}, and the end record of the archive \(which every "
-                       r'torch\.save file ends with\) is missing\. The download or copy stopped part-way: fetch the '
-                       r'file again$') as err:
+    with pytest.raises(RuntimeError, match=rf"^checkpoint '.*cut\.pth' is cut off: the file has {cut:,} bytes and "
+                       rf"stops inside its entry '{name}' \(from byte {start:,}\); the end record of the archive "
+                       r'\(which every torch\.save file ends with\) is missing\. The download or copy stopped '
+                       r'part-way: fetch the file again$') as err:
         model.init_weights()
     assert 'safely' not in str(err.value)
 
 
-@pytest.mark.parametrize('where', ['entry', 'header', 'directory', 'end record'])
+@pytest.mark.parametrize('where', ['entry', 'descriptor', 'header', 'directory', 'end record'])
 def test_truncation_is_found_wherever_the_file_stops(tmp_path, where):
-    """Cut inside an entry's data (the entry is named, with where it ends), inside an entry's header, between the
+    """Cut inside an entry's data or its data descriptor (the entry is named), inside an entry's header, between the
     last entry and the directory, or inside the end record: each is cut off; the whole file, a non-zip file and a
     whole file whose end record carries a comment are not."""
     from inline_backbones.archive import truncation_problem
@@ -250,20 +251,19 @@ def test_truncation_is_found_wherever_the_file_stops(tmp_path, where):
     path = tmp_path / 'whole.pth'
     torch.save({'w': torch.randn(64, 64), 'b': torch.randn(64)}, path)
     data = path.read_bytes()
-    ends = _entry_ends(path)
+    entries = _entries(path)
     assert truncation_problem(path) is None
-    big = max(range(len(ends)), key=lambda i: ends[i][1] - (ends[i - 1][1] if i else 0))   # the 64x64 tensor's entry
-    directory = ends[-1][1]
-    cut = {'entry': ends[big][1] - 1, 'header': ends[0][1] + 10, 'directory': directory,
+    name, start, end = max(entries, key=lambda e: e[2] - e[1])                     # the 64x64 tensor's entry
+    directory = entries[-1][2]
+    cut = {'entry': (start + end) // 2, 'descriptor': end - 3, 'header': entries[1][1] + 10, 'directory': directory,
            'end record': len(data) - 5}[where]
     (tmp_path / 'cut.pth').write_bytes(data[:cut])
     problem = truncation_problem(tmp_path / 'cut.pth')
-    whole_to = {'header': ends[0][1], 'directory': directory, 'end record': directory}.get(where)
-    if where == 'entry':
-        assert problem == (f'the file has {cut:,} bytes but its entry {ends[big][0]!r} ends at byte '
-                           f'{ends[big][1]:,}, and the end record of the archive (which every torch.save file ends '
-                           'with) is missing')
+    if where in ('entry', 'descriptor'):
+        assert problem == (f'the file has {cut:,} bytes and stops inside its entry {name!r} (from byte {start:,}); '
+                           'the end record of the archive (which every torch.save file ends with) is missing')
     else:
+        whole_to = entries[1][1] if where == 'header' else directory
         assert problem == (f'the file has {cut:,} bytes and its entries are whole up to byte {whole_to:,}, but the '
                            'end record of the archive (which every torch.save file ends with) is missing')
     (tmp_path / 'pickle.pth').write_bytes(pickle.dumps({'w': 1}))

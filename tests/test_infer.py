@@ -8,13 +8,13 @@ import subprocess
 import sys
 
 import cv2
+import infer
 import numpy as np
 import pytest
 import torch
 from get_flops import build
 from shapes_dataset import CLASSES, PALETTE, render_image
 
-import infer
 from inline_backbones.models.backbone import Backbone
 
 pytestmark = pytest.mark.slow
@@ -22,7 +22,8 @@ pytestmark = pytest.mark.slow
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 DET_CONFIG = osp.join(ROOT, 'mmdet_configs', 'mask-rcnn_inline-swin-mini_fpn_shapes.py')
 SEG_CONFIG = osp.join(ROOT, 'mmseg_configs', 'inline-swin-mini_upernet_shapes-256x256.py')
-TINY_SWIN = "arch=dict(embed_dims=32, depths=[1, 1, 1, 1], num_heads=[1, 2, 4, 8]), init_cfg=None"
+TINY_SWIN = ("arch=dict(_delete_=True, embed_dims=32, depths=[1, 1, 1, 1], num_heads=[1, 2, 4, 8]), attn_type='IIIS', "
+             'init_cfg=None')
 # The COCO recipes with a tiny backbone, every detection kept (random weights score low).
 DET_CHILDREN = {
     'mask-rcnn': None,

@@ -39,9 +39,9 @@ def test_checkpoints_missing_or_cut_off_are_refused_before_loading(tmp_path):
     data = (tmp_path / 'model.pth').read_bytes()
     (tmp_path / 'cut.pth').write_bytes(data[:len(data) // 2])
     with pytest.raises(ToolInputError, match=rf"^checkpoint '{tmp_path}/cut.pth' is cut off: the file has "
-                       rf"{len(data) // 2:,} bytes but its entry .* fetch the file again$"):
+                       rf"{len(data) // 2:,} bytes and stops inside its entry .* fetch the file again$"):
         check_checkpoint(str(tmp_path / 'cut.pth'))
-    with pytest.raises(ToolInputError, match=r"^checkpoint not found: '.*/modle.pth' \(did you mean '.*/model.pth'\?\)"):
+    with pytest.raises(ToolInputError, match=r"^checkpoint not found: '.*/modle.pth' \(did you mean '.*/model.pth'"):
         check_checkpoint(str(tmp_path / 'modle.pth'))
 
 
@@ -65,7 +65,7 @@ def test_named_files_must_exist_and_be_images(tmp_path):
     a = _image(tmp_path / 'a.jpg')
     (tmp_path / 'labels.json').write_text('{}')
     assert image_inputs([a, a]) == ([a, a], [])
-    with pytest.raises(ToolInputError, match=rf"^image not found: '{tmp_path}/b.jpg' \(did you mean '{tmp_path}/a.jpg'"):
+    with pytest.raises(ToolInputError, match=rf"^image not found: '{tmp_path}/b.jpg' \(did you mean '.*/a.jpg'"):
         image_inputs([a, str(tmp_path / 'b.jpg')])
     with pytest.raises(ToolInputError, match=rf"^'{tmp_path}/labels.json' is not an image OpenCV can read .*: give "
                        r'image files, or a folder \(whose other files are skipped\)$'):

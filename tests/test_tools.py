@@ -64,3 +64,12 @@ def test_measure_padding_table_and_latency():
     ratios = {line.split('|')[1].strip(): float(line.split('|')[4]) for line in out.splitlines()
               if line.startswith('| inline')}
     assert ratios['inline-swin-t'] == 1.0 and ratios['inline-swin-t-pa'] > 0
+
+
+@pytest.mark.parametrize('tool', ['train.py', 'test.py'])
+def test_train_and_test_refuse_a_mistyped_config_in_one_line(tool):
+    typo = DET_CONFIG.replace('shapes', 'shape')
+    out = subprocess.run([sys.executable, osp.join(ROOT, 'tools', tool), typo], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 1 and out.stdout == ''
+    assert out.stderr == (f"[{tool[:-3]}] error: config not found: '{typo}' (did you mean '{DET_CONFIG}'?)\n")

@@ -83,6 +83,10 @@ def run_task_tool(name):
         raise SystemExit(f'usage: python tools/{name}.py CONFIG [options of mmdet/mmseg tools/{name}.py]')
     from mmengine.config import Config
 
+    from inline_backbones.tool_inputs import check_config, exit_on_input_error
+
+    with exit_on_input_error(name):
+        check_config(sys.argv[1])
     cfg = Config.fromfile(sys.argv[1])
     package = __import__(task_of(cfg))
     script = osp.join(osp.dirname(package.__file__), '.mim', 'tools', f'{name}.py')

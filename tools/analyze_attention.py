@@ -2,7 +2,7 @@
 negative weights, injectivity (against plain linear attention from the same q, k), locality and the 3x3
 residual's share, per InLine layer and head. Without ``--checkpoint`` the weights are random (a notice says so).
 
-    python tools/analyze_attention.py IMAGE [IMAGE ...] (--config CFG | --arch tiny) [--checkpoint CKPT
+    python tools/analyze_attention.py IMAGE|FOLDER [...] (--config CFG | --arch tiny) [--checkpoint CKPT
         [--prefix backbone.]] [--size H W] [--num-queries 256] [--num-pairs 256] [--seed 0] [--out-dir DIR]
 
 Rows of the attention matrix are computed exactly for ``--num-queries`` sampled queries per head (in
@@ -19,6 +19,7 @@ import time
 from inline_backbones.analysis.inputs import build_backbone, config_resize
 from inline_backbones.analysis.layer import AnalysisSettings
 from inline_backbones.analysis.run import analyze_attention
+from inline_backbones.tool_inputs import check_checkpoint, check_config, exit_on_input_error, image_inputs
 
 
 def parse_point(text):
@@ -53,6 +54,14 @@ def main():
     if args.num_queries < 2 or args.num_pairs < 0 or args.chunk < 1:
         parser.error('--num-queries must be >= 2, --num-pairs >= 0, --chunk >= 1')
 
+    with exit_on_input_error('analyze_attention'):
+        if args.config:
+            check_config(args.config)
+        if args.checkpoint:
+            check_checkpoint(args.checkpoint)
+        args.images, skipped = image_inputs(args.images)
+    if skipped:
+        print(f'skipped {len(skipped)} file(s) that are not images: {", ".join(map(osp.basename, skipped))}')
     if not args.checkpoint:
         print('NOTE: no --checkpoint: analysing randomly initialised weights (the numbers describe an untrained '
               'layer; give a released or trained checkpoint for a trained one)', file=sys.stderr)
