@@ -21,8 +21,23 @@ from torch import nn
 
 from .checkpoint import download_checkpoint, extract_state_dict, filter_state_dict, load_pretrained
 from .models.stages import to_nhwc
-from .models.trunk import ARCH_REQUIRED, Trunk
+from .models.trunk import ARCH_REQUIRED, Trunk, adapt_first_conv, first_conv_weights
 from .released import PAPER_FIGURES, arch_checkpoints
+
+
+def check_img_size(img_size):
+    """timm's ``img_size`` (an int or an (H, W) pair of positive ints, or None) as a pair or None; TypeError /
+    ValueError naming the value. The models take any input size (no parameter is sized by it), so it only has to
+    be a size."""
+    if img_size is None:
+        return None
+    pair = (img_size, img_size) if isinstance(img_size, int) else img_size
+    if (not isinstance(pair, (tuple, list)) or len(pair) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in pair)):
+        raise TypeError(f'img_size must be an int or an (H, W) pair of ints, got {img_size!r}')
+    if min(pair) < 1:
+        raise ValueError(f'img_size must be positive, got {img_size!r}')
+    return tuple(pair)
 
 
 def check_global_pool(global_pool):
@@ -39,7 +54,12 @@ class Classifier(Trunk):
         arch (str | dict, optional): A preset of the family (default: its first) or a custom arch dict.
         num_classes (int): Classes of ``head``; 0 leaves the pooled features (``head`` is Identity).
         global_pool (str): ``'avg'`` (mean over the map) or ``''`` (no pooling: per-position logits).
-        in_chans (int): Input channels.
+        in_chans (int): Input channels. A released (RGB) file loads into another count through timm's
+            ``adapt_input_conv`` of the first conv (:func:`~inline_backbones.models.trunk.adapt_first_conv`).
+        img_size (int | tuple[int, int], optional): timm's argument, accepted and checked to be a size, otherwise
+            without effect: the model takes any input size (InLine attention is global over the map, window
+            attention pads to whole windows, PVT's position embeddings are resized to each map), so no parameter
+            depends on it. timm's pretrained cfg keeps the released models' 224 x 224, as timm's Swin keeps its own.
         attn_type, drop_path_rate, with_cp: the trunk's (:class:`~inline_backbones.models.trunk.Trunk`).
         **kwargs: keys of the arch (``embed_dims``, ``depths``, ``num_heads``, ... as timm's model functions pass
             them: they override the preset's) and the family's options (``drop_rate``, ``kernel_func``, ...).
@@ -48,9 +68,10 @@ class Classifier(Trunk):
     # forward_features returns NHWC maps, as timm's Swin; timm's tests and users read the layout from here.
     output_fmt = 'NHWC'
 
-    def __init__(self, arch=None, num_classes=1000, global_pool='avg', in_chans=3, attn_type=None,
+    def __init__(self, arch=None, num_classes=1000, global_pool='avg', in_chans=3, img_size=None, attn_type=None,
                  drop_path_rate=0.1, with_cp=False, **kwargs):
         check_global_pool(global_pool)
+        check_img_size(img_size)
         if kwargs.pop('padding_aware', False):
             raise ValueError('padding_aware is not supported by the classifier (it pools every token of the input): '
                              'use the mmdet/mmseg backbone for padded batches of different sizes')
@@ -132,8 +153,20 @@ class Classifier(Trunk):
 
 def checkpoint_filter_fn(state_dict, model):
     """timm's ``pretrained_filter_fn``: unwrap ``{'model': ...}`` / ``{'state_dict': ...}`` and ``module.``,
-    apply the model's family filter, check strictly (:class:`~.checkpoint.CheckpointMismatchError`)."""
-    return filter_state_dict(model, extract_state_dict(state_dict))
+    apply the model's family filter, check strictly (:class:`~.checkpoint.CheckpointMismatchError`) with the first
+    conv adapted to the model's input channels (:func:`~.models.trunk.adapt_first_conv`), and return that conv as
+    the file has it: timm's ``load_pretrained`` adapts its pretrained cfg's ``first_conv`` itself after this filter
+    (by the same ``adapt_input_conv``), so adapting it here too would adapt it twice."""
+    as_in_file = {}
+
+    def family_filter(state_dict, model):
+        filtered = model.family.checkpoint_filter(state_dict, model)
+        as_in_file.update((k, filtered[k]) for k in first_conv_weights(model) if k in filtered)
+        return adapt_first_conv(filtered, model)
+
+    checked = filter_state_dict(model, extract_state_dict(state_dict), filter_fn=family_filter)
+    checked.update(as_in_file)
+    return checked
 
 
 TIMM_HINT = "timm.create_model(..., pretrained=True, pretrained_cfg_overlay=dict(file=PATH))"

@@ -12,6 +12,7 @@ first-conv names).
 import copy
 import hashlib
 import math
+import re
 import sys
 from dataclasses import dataclass
 
@@ -527,3 +528,130 @@ def test_timm_default_cfg_contract(name):
         with torch.no_grad():
             assert unpooled(x).shape == (1, *cfg['pool_size'], model.num_features)
     assert cfg['classifier'] + '.weight' in state_dict and cfg['first_conv'] + '.weight' in state_dict
+
+
+def _timm_case(name):
+    """The family case of timm model ``name`` and the layout of its preset."""
+    prefix, arch = name.rsplit('_', 1)
+    case = next(c for c in FAMILIES.values() if c.timm_prefix == prefix + '_')
+    return case, case.backbone.arch_zoo[arch]['attn_type']
+
+
+@pytest.mark.parametrize('name', TIMM_MODELS)
+def test_timm_img_size_is_accepted_and_changes_nothing(name):
+    """timm's ``img_size`` (an int or a pair) builds the same model: the same parameters, the same outputs at 384
+    and at 384 x 320; the full preset builds with it; what is not a size is refused by name."""
+    case, layout = _timm_case(name)
+    with torch.device('meta'):
+        full = timm.create_model(name, img_size=384)
+    assert full.arch == case.classifier.family.resolve_arch(name.rsplit('_', 1)[1])
+    assert full.pretrained_cfg['input_size'] == (3, 224, 224)         # the released weights' size, as timm's Swin
+    models = []
+    for img_size in (None, 384, (384, 320), [320, 384]):
+        torch.manual_seed(0)
+        kwargs = {} if img_size is None else dict(img_size=img_size)
+        models.append(timm.create_model(name, **case.small, attn_type=layout, drop_path_rate=0., **kwargs).eval())
+    x = torch.randn(1, 3, 384, 384)
+    with torch.no_grad():
+        reference = models[0](x)
+        assert reference.shape == (1, 1000) and torch.isfinite(reference).all()
+        for model in models[1:]:
+            assert model.state_dict().keys() == models[0].state_dict().keys()
+            assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), models[0].state_dict().values(),
+                                                         strict=True))
+            assert torch.equal(model(x), reference)
+        assert models[1](torch.randn(1, 3, 384, 320)).shape == (1, 1000)
+    for bad, error, message in (('384', TypeError, "got '384'"), ((384,), TypeError, r'got \(384,\)'),
+                                (True, TypeError, 'got True'), (0, ValueError, 'must be positive, got 0'),
+                                ((384, -1), ValueError, r'must be positive, got \(384, -1\)')):
+        with pytest.raises(error, match=message):
+            timm.create_model(name, img_size=bad, **case.small, attn_type=layout)
+
+
+@pytest.fixture(scope='module')
+def rgb_files(tmp_path_factory):
+    """Per family: an RGB classifier of its small arch and first preset's layout (random weights) and its file."""
+    files = {}
+    for family, case in FAMILIES.items():
+        torch.manual_seed(0)
+        model = randomized(case.classifier(arch=case.small, attn_type=case.layouts[0], drop_path_rate=0.))
+        path = tmp_path_factory.mktemp(family) / 'rgb.pth'
+        torch.save({'model': model.state_dict()}, path)
+        files[family] = model, path
+    return files
+
+
+@pytest.mark.parametrize('in_chans', [1, 2, 4])
+@pytest.mark.parametrize('name', TIMM_MODELS)
+def test_timm_in_chans_adapts_the_first_conv_of_an_rgb_file(name, in_chans, rgb_files, caplog):
+    """``in_chans`` != 3 with ``pretrained=True``: the file's first conv (the pretrained cfg's ``first_conv``) is
+    timm's ``adapt_input_conv(in_chans, W)``, logged, everything else as in the file; with one channel a grey image
+    gives the RGB model's output on it repeated to RGB. The same through timm's own loading (a state dict overlay,
+    where timm adapts ``first_conv`` after the filter)."""
+    import logging
+
+    from timm.models import adapt_input_conv
+
+    family = next(f for f, c in FAMILIES.items() if name.startswith(c.timm_prefix))
+    case = FAMILIES[family]
+    rgb, path = rgb_files[family]
+    key = case.classifier.family.pretrained_cfg['first_conv'] + '.weight'
+    arch = dict(**case.small, attn_type=case.layouts[0], drop_path_rate=0.)
+    with caplog.at_level(logging.INFO, logger='inline_backbones.models.trunk'):
+        model = timm.create_model(name, pretrained=True, pretrained_cfg_overlay=dict(file=str(path)),
+                                  in_chans=in_chans, **arch).eval()
+    assert (f'checkpoint {key} has 3 input channels, the model {in_chans}: adapted by timm\'s adapt_input_conv'
+            in caplog.text)
+    file_weight = rgb.state_dict()[key]
+    adapted = adapt_input_conv(in_chans, file_weight)
+    assert adapted.shape[1] == in_chans
+    if in_chans == 1:
+        torch.testing.assert_close(adapted, file_weight.sum(dim=1, keepdim=True), rtol=0, atol=0)
+    else:
+        torch.testing.assert_close(adapted, file_weight.repeat(1, 2, 1, 1)[:, :in_chans] * 3 / in_chans)
+    own = model.state_dict()
+    assert torch.equal(own[key], adapted)
+    assert all(torch.equal(own[k], v) for k, v in rgb.state_dict().items() if k != key)
+    overlay = timm.create_model(name, pretrained=True, in_chans=in_chans, **arch,
+                                pretrained_cfg_overlay=dict(state_dict={'model': rgb.state_dict()}))
+    assert all(torch.equal(a, b) for a, b in zip(overlay.state_dict().values(), own.values(), strict=True))
+    if in_chans == 1:
+        grey = torch.rand(2, 1, 64, 96)
+        with torch.no_grad():
+            torch.testing.assert_close(model(grey), rgb(grey.repeat(1, 3, 1, 1)), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize('family', FAMILIES)
+def test_backbone_in_channels_adapts_an_rgb_file_as_timm_does(family, rgb_files):
+    """The mmdet/mmseg backbone with ``in_channels=1`` and ``init_cfg`` ``Pretrained`` of an RGB file: the first
+    conv summed over RGB (logged in mmengine's current logger), the stage maps of a grey image those of the RGB
+    backbone on it repeated; a file of other than 3 channels into another count is refused naming the shapes."""
+    import logging.handlers
+
+    from mmengine.logging import MMLogger
+
+    case = FAMILIES[family]
+    _, path = rgb_files[family]
+    key = case.backbone.family.pretrained_cfg['first_conv'] + '.weight'
+    kwargs = dict(arch=case.small, attn_type=case.layouts[0], drop_path_rate=0.)
+    rgb = case.backbone(**kwargs, init_cfg=dict(type='Pretrained', checkpoint=str(path)))
+    rgb.init_weights()
+    grey = case.backbone(**kwargs, in_channels=1, init_cfg=dict(type='Pretrained', checkpoint=str(path)))
+    log = logging.handlers.BufferingHandler(capacity=100)
+    MMLogger.get_current_instance().addHandler(log)         # mmengine's current logger: a Runner's log
+    try:
+        grey.init_weights()
+    finally:
+        MMLogger.get_current_instance().removeHandler(log)
+    assert (f"checkpoint {key} has 3 input channels, the model 1: adapted by timm's adapt_input_conv (summed over the "
+            'channels)') in [record.getMessage() for record in log.buffer]
+    assert torch.equal(grey.state_dict()[key], rgb.state_dict()[key].sum(dim=1, keepdim=True))
+    x = torch.rand(1, 1, 64, 96)
+    with torch.no_grad():
+        for a, b in zip(grey.eval()(x), rgb.eval()(x.repeat(1, 3, 1, 1)), strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    two = path.parent / 'two_channels.pth'
+    rgb_state = torch.load(path, weights_only=True)['model']
+    torch.save({'model': {k: v[:, :2] if k == key else v for k, v in rgb_state.items()}}, two)
+    with pytest.raises(CheckpointMismatchError, match=rf'shape mismatch.*{re.escape(key)}: checkpoint \(\d+, 2, '):
+        case.backbone(**kwargs, in_channels=4, init_cfg=dict(type='Pretrained', checkpoint=str(two))).init_weights()

@@ -143,3 +143,29 @@ def test_eval_imagenet_tool_takes_the_pvt_models(tmp_path):
     with torch.no_grad():
         hits = sum(int(model(x[None]).argmax() == y) for x, y in dataset)
     assert result['top1'] == 100 * hits / 4
+
+
+def test_in_chans_adapts_the_released_first_conv_as_timm_does():
+    """``in_chans=1`` from the released-format file: ``layers.0.embed.proj.weight`` is timm's
+    ``adapt_input_conv(1, W)`` of the file's ``patch_embed1.proj.weight`` (summed over R, G, B), and a grey image's
+    logits are the released model's for the image repeated to RGB (within 1e-5); 2 and 4 channels load and run;
+    ``img_size=384`` changes no logit."""
+    from timm.models import adapt_input_conv
+
+    from inline_backbones.checkpoint import load_checkpoint_file
+
+    released = load_checkpoint_file(pf.checkpoint_path('IIII'))['model']['patch_embed1.proj.weight']
+    grey = released_classifier('IIII', in_chans=1)
+    assert torch.equal(grey.layers[0].embed.proj.weight, adapt_input_conv(1, released))
+    assert torch.equal(grey.layers[0].embed.proj.weight, released.sum(dim=1, keepdim=True))
+    rgb = released_classifier('IIII')
+    x = pf.expected('IIII')['256x320']['x'].mean(dim=1, keepdim=True)
+    with torch.no_grad():
+        torch.testing.assert_close(grey(x), rgb(x.repeat(1, 3, 1, 1)), rtol=1e-5, atol=1e-5)
+        y = torch.randn(1, 3, 384, 384)
+        assert torch.equal(released_classifier('IIII', img_size=384)(y), rgb(y))
+    for in_chans in (2, 4):
+        model = released_classifier('IIII', in_chans=in_chans)
+        assert torch.equal(model.layers[0].embed.proj.weight, adapt_input_conv(in_chans, released))
+        with torch.no_grad():
+            assert model(torch.randn(1, in_chans, 64, 64)).shape == (1, 1000)

@@ -256,3 +256,34 @@ def test_features_only_follows_the_models_own_depths_and_refuses_out_indices_wit
                                                                                 (1, 64, 4, 6)]
     with pytest.raises(TypeError, match=r"InLineSwinClassifier got unexpected keyword arguments \['out_indices'\]"):
         timm.create_model('inline_swin_tiny', out_indices=(1,), **arch)
+
+
+def test_in_chans_adapts_the_released_first_conv_as_timm_does():
+    """``in_chans=1`` from the released-format file: ``patch_embed.proj.weight`` is timm's ``adapt_input_conv(1, W)``
+    (W summed over R, G, B), and a grey image's logits are the released model's for the image repeated to RGB
+    (within 1e-5); 2 and 4 channels load (W repeated, scaled by 3/n) and run."""
+    from timm.models import adapt_input_conv
+
+    released = load_checkpoint_file(rf.checkpoint_path('IIIS'))['model']['patch_embed.proj.weight']
+    assert released.shape[1] == 3
+    grey = released_classifier('IIIS', in_chans=1)
+    assert torch.equal(grey.patch_embed.proj.weight, adapt_input_conv(1, released))
+    assert torch.equal(grey.patch_embed.proj.weight, released.sum(dim=1, keepdim=True))
+    x = rf.expected('IIIS')['x'].mean(dim=1, keepdim=True)
+    with torch.no_grad():
+        rgb_logits = released_classifier('IIIS')(x.repeat(1, 3, 1, 1))
+        torch.testing.assert_close(grey(x), rgb_logits, rtol=1e-5, atol=1e-5)
+        assert rel_diff(grey(x), rgb_logits) < 1e-6
+    for in_chans in (2, 4):
+        model = released_classifier('IIIS', in_chans=in_chans)
+        assert torch.equal(model.patch_embed.proj.weight, adapt_input_conv(in_chans, released))
+        with torch.no_grad():
+            assert model(torch.randn(1, in_chans, 64, 64)).shape == (1, 1000)
+
+
+def test_img_size_loads_the_released_file_and_changes_no_logit():
+    """timm's ``img_size=384`` (Swin's argument): the released file loads as it is, the logits at 384 are those of
+    the model built without it."""
+    x = torch.randn(1, 3, 384, 384)
+    with torch.no_grad():
+        assert torch.equal(released_classifier('IIIS', img_size=384)(x), released_classifier('IIIS')(x))

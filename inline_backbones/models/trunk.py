@@ -10,11 +10,14 @@ else (the arch check, stochastic depth ``dpr = linspace(0, drop_path_rate, sum(d
 stages, the stage loop, the init, the freezing of the first stages) is here, once.
 """
 import copy
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+from mmengine.logging import MMLogger
 from mmengine.model.weight_init import trunc_normal_
+from timm.models._manipulate import adapt_input_conv
 from torch import nn
 
 from .layout import parse_attn_layout
@@ -22,6 +25,8 @@ from .stages import iter_stages
 from .tokens.graph_mode import refuse_scripting
 
 ARCH_REQUIRED = ('embed_dims', 'depths', 'num_heads')
+
+_logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,8 @@ class Family:
             ``norm`` is the last one), as in Swin; False: the stages' tokens as they are, as in PVT.
         position_params: Suffixes of parameter names drawn from a truncated normal (std 0.02) at init and
             excluded from weight decay (position tables and embeddings).
-        pretrained_cfg: The family's entries of timm's pretrained cfgs (mean/std, crop, first conv, ...).
+        pretrained_cfg: The family's entries of timm's pretrained cfgs (mean/std, crop, ...); its ``first_conv``
+            names the convs that take the images (their weights adapt to ``in_channels``: :func:`adapt_first_conv`).
     """
 
     name: str
@@ -150,8 +156,9 @@ class Trunk(nn.Module):
 
     @property
     def checkpoint_filter(self):
-        """The family's key filter, used by :func:`~inline_backbones.checkpoint.load_pretrained`."""
-        return self.family.checkpoint_filter
+        """The key filter of :func:`~inline_backbones.checkpoint.load_pretrained`: the family's, then
+        :func:`adapt_first_conv` (a file of 3 input channels into a model of ``in_channels`` others)."""
+        return filter_checkpoint
 
     def stem(self, x, regions):
         """The family's stem: what the first stage takes, with its token map."""
@@ -199,3 +206,51 @@ class Trunk(nn.Module):
         """Names of the parameters not decayed in training (the family's ``position_params``)."""
         return {n for n, _ in self.named_parameters() if n.endswith(self.family.position_params)}
 
+
+
+def first_conv_weights(model):
+    """The weight keys of ``model``'s convs that take the images: ``first_conv`` of its family's pretrained cfg
+    (timm's entry; a name or a tuple of names), each with ``.weight``."""
+    names = model.family.pretrained_cfg.get('first_conv') or ()
+    return [f'{name}.weight' for name in ((names,) if isinstance(names, str) else names)]
+
+
+def adapt_first_conv(state_dict, model):
+    """``state_dict`` (in ``model``'s keys) with the weights of the first convs (:func:`first_conv_weights`) fitted
+    to the model's input channels, as timm does for its own models (its pretrained cfg's ``first_conv``): where the
+    file's weight ``W`` (O, 3, k, k) differs from the model's only in its input channels, it becomes timm's
+    ``adapt_input_conv(n, W)``:
+
+    * n = 1: ``W'[:, 0] = sum_c W[:, c]``, so a grey image ``x`` gives exactly what the file's RGB model gives for
+      ``x`` repeated to three channels (the conv is linear in its input);
+    * n != 3: ``W'[:, i] = (3 / n) W[:, i mod 3]`` (the RGB weights repeated, scaled to keep the output's scale).
+
+    Each adaptation is logged: by an mmengine module (the backbone, which has ``init_cfg``) into mmengine's current
+    logger (a Runner's log), by a timm classifier into this module's ``logging`` logger, as timm logs its own. A
+    weight timm cannot adapt (a file of other than 3 channels into another count) is
+    left as it is, for the strict check to name. Modifies and returns ``state_dict`` (a filter's result, e.g. a
+    :class:`~inline_backbones.checkpoint.FilteredStateDict`, keeps its type).
+    """
+    own = model.state_dict()
+    logger = MMLogger.get_current_instance() if hasattr(model, 'init_cfg') else _logger
+    for key in first_conv_weights(model):
+        weight, target = state_dict.get(key), own.get(key)
+        if weight is None or target is None or weight.dim() != 4 or weight.shape == target.shape:
+            continue
+        if weight.shape[:1] + weight.shape[2:] != target.shape[:1] + target.shape[2:]:
+            continue                                # another arch: the strict check names the shapes
+        try:
+            state_dict[key] = adapt_input_conv(target.shape[1], weight)
+        except NotImplementedError:
+            continue                                # not RGB: the strict check names the shapes
+        how = ('summed over the channels' if target.shape[1] == 1 else
+               f'channels repeated, scaled by {weight.shape[1]}/{target.shape[1]}')
+        logger.info(f'checkpoint {key} has {weight.shape[1]} input channels, the model {target.shape[1]}: adapted by '
+                    f"timm's adapt_input_conv ({how})")
+    return state_dict
+
+
+def filter_checkpoint(state_dict, model):
+    """A trunk's checkpoint filter: ``model.family.checkpoint_filter`` (the file's keys in the model's), then
+    :func:`adapt_first_conv` (the images' convs to the model's input channels)."""
+    return adapt_first_conv(model.family.checkpoint_filter(state_dict, model), model)
