@@ -4,10 +4,12 @@ Two exporters of torch (``torch.onnx.export``), both at opset :data:`OPSET`:
 
 * ``'dynamo'`` (torch's default, ``dynamo=True``): ``torch.export`` of the model, then translation to
   ONNX. With ``dynamic=(min_hw, max_hw)`` the input's height and width are symbolic multiples of
-  :data:`STRIDE` (``torch.export.Dim`` times 32) within that range. The models decide some things from the
-  feature map sizes (Swin's shifted windows only on maps larger than the window; InLine windows clipped to
-  small maps): ``torch.export`` keeps the choice made at the example's size, so :func:`export_onnx` checks
-  the file against eager at the range's corners and refuses a range over which a choice changes.
+  :data:`STRIDE` (``torch.export.Dim`` times 32) within that range. Swin's small-map rule (a shifted block
+  shifts by ``ws // 2`` only when both sides of its map exceed the window) is decided in the graph by tensor
+  ops on the map's sizes, so one file is right on both sides of it (also when ``torch.onnx.export`` is called
+  directly). A choice made in Python from a feature map's size would be kept at the example's side by
+  ``torch.export`` (and the ONNX file has no runtime guard), so :func:`export_onnx` still checks the file
+  against eager at the range's corners and refuses a range over which the outputs disagree.
 * ``'torchscript'`` (``dynamo=False``, the path of older deployment tools): ``torch.jit.trace`` at the
   example's size, then translation. Fixed size only: :func:`export_onnx` refuses ``dynamic`` with it (torch
   itself refuses InLine's dynamic depthwise convolution with dynamic axes).
@@ -22,8 +24,6 @@ import os
 import numpy as np
 import torch
 from torch import nn
-
-from .models.tokens.masks import shift_sizes
 
 OPSET = 20     # torch 2.14's default for both exporters
 STRIDE = 32    # the backbones' largest stride: dynamic heights and widths are multiples of it
@@ -53,24 +53,6 @@ def size_dims(min_hw, max_hw):
     return ({2: dims[0], 3: dims[1]},)
 
 
-def shift_rule_crossings(model, min_hw, max_hw):
-    """Where Swin's small-map rule (a shifted block shifts only when both sides of its map exceed the window)
-    decides differently at the two corners of a dynamic H x W range: ``[(stage, window, stride), ...]`` over the
-    InLine-Swin trunks in ``model``. An exported graph keeps the choice made at the example's size."""
-    crossings = []
-    for trunk in (m for m in model.modules() if hasattr(m, 'layers') and hasattr(m, 'patch_size')):
-        stride = trunk.patch_size
-        for i, stage in enumerate(trunk.layers):
-            windows = {block.attn.window_size for block in getattr(stage, 'blocks', ())
-                       if getattr(block.attn, 'shift', False) and getattr(block.attn, 'window_size', None)}
-            for ws in sorted(windows):
-                shifted = [shift_sizes(-(-h // stride), -(-w // stride), ws) > 0 for h, w in (min_hw, max_hw)]
-                if shifted[0] != shifted[1]:
-                    crossings.append((i, ws, stride))
-            stride *= 2
-    return crossings
-
-
 def export_onnx(model, x, path, exporter='dynamo', dynamic=None, image_shapes=None):
     """Write ``model`` (eval mode) on the example input ``x`` to the ONNX file ``path`` through
     ``exporter``; ``dynamic=((min_h, min_w), (max_h, max_w))`` makes H and W symbolic (dynamo only).
@@ -83,15 +65,6 @@ def export_onnx(model, x, path, exporter='dynamo', dynamic=None, image_shapes=No
         raise NotImplementedError(
             'InLine attention in windows (inline_window_size) exports at a fixed size only: with dynamic sizes '
             'the window count is symbolic, and ONNX convolutions need a constant group count')
-    crossings = [] if dynamic is None else shift_rule_crossings(model, *dynamic)
-    if crossings:
-        stage, ws, stride = crossings[0]
-        raise ValueError(
-            f'the dynamic range {dynamic[0][0]}x{dynamic[0][1]} .. {dynamic[1][0]}x{dynamic[1][1]} crosses Swin\'s '
-            f'small-map rule at stage {stage + 1} (windows of {ws}, stride {stride}): maps of {ws} tokens or fewer on '
-            f'the shorter side are not shifted, larger ones are, and the exported graph would keep the choice made '
-            f'at the example\'s size (silently wrong on the other side). Export one file per side: shorter input '
-            f'side at most {ws * stride} px, or at least {ws * stride + STRIDE} px')
     if exporter == 'torchscript' and dynamic is not None:
         raise ValueError("the TorchScript exporter exports one fixed size here (it traces at the example's "
                              "size and cannot export InLine's dynamic depthwise convolution with dynamic axes): "
@@ -110,11 +83,12 @@ def export_onnx(model, x, path, exporter='dynamo', dynamic=None, image_shapes=No
 def check_range_corners(model, x, path, dynamic, with_shapes=False, tolerance=1e-4):
     """Delete the file and raise ValueError unless it gives eager's numbers at both corners of the range.
 
-    ``torch.export`` silently keeps the branch taken at the example's size when a choice made from a
-    feature map's size (Swin's window shift, on maps larger than the window) differs elsewhere in the
-    range. Every such choice of these models is a threshold on a stage's map sides, which grow with H and
-    W, so a choice is the same over the whole range if and only if it is the same at the smallest and the
-    largest size; a different choice changes the outputs by far more than ``tolerance`` (rounding: ~1e-6).
+    ``torch.export`` keeps the branch taken at the example's size when a choice made in Python from a
+    feature map's size differs elsewhere in the range, and the ONNX file drops the runtime guard that
+    ``torch.export`` records for it. Swin's window shift is decided in the graph (right over any range); this
+    check is the net for any other such choice. A choice that is a threshold on a stage's map sides, which
+    grow with H and W, is the same over the whole range if and only if it is the same at the smallest and
+    the largest size; a different choice changes the outputs by far more than ``tolerance`` (rounding: ~1e-6).
     """
     session = onnxruntime_session(path)
     for hw in dynamic:
@@ -130,7 +104,7 @@ def check_range_corners(model, x, path, dynamic, with_shapes=False, tolerance=1e
             os.remove(path)
             raise ValueError(
                 f'the dynamic range {dynamic[0]} .. {dynamic[1]} crosses a choice the model makes from its feature '
-                f'map sizes (e.g. shifted windows only on maps larger than the window): the export disagrees with '
+                f'map sizes, which the exported graph keeps at the example\'s size: the export disagrees with '
                 f'eager at {hw[0]}x{hw[1]} ({error if isinstance(error, str) else f"relative error {error:.1e}"}); '
                 f'export a narrower range (file deleted)')
 

@@ -3,7 +3,10 @@
 Windows of ``window_size`` x ``window_size`` tokens; the map is zero-padded on the bottom/right to a
 window multiple and, for shifted blocks (where the shift rule of :mod:`.masks` shifts), rolled by
 ``-shift`` with the seam mask (built for the padded size) that stops attention across the wrap-around
-seams, exactly as in Swin.
+seams, exactly as in Swin. Under export the shift of a shifted block is a 0-d tensor decided in the graph
+(``ws // 2`` or 0 by the map's sizes): the roll is then a gather, ``y[i, j] = x[(i + s) % Hp, (j + s) % Wp]``,
+and the seam mask of that shift is always added (0 everywhere when ``s = 0``), so one graph is Swin's
+block on both sides of the small-map rule.
 
 Padding-aware maps instead give a :class:`~.masks.WindowPlan` (each image's own windows, cells outside
 the image masked): keys outside the image get a score of half the dtype's lowest value, so a window of
@@ -39,6 +42,20 @@ def window_reverse(windows, hw_padded, window_size):
     B, _, _, C = windows.shape
     x = windows.view(B, Hp // window_size, Wp // window_size, window_size, window_size, C)
     return x.permute(0, 1, 3, 2, 4, 5).reshape(B, Hp, Wp, C)
+
+
+def roll_map(x, shift):
+    """(B, H, W, C) -> (B, H, W, C) rolled by ``shift`` on both axes, ``y[i, j] = x[(i - shift) % H, (j - shift) % W]``
+    (``torch.roll``'s definition). ``shift``: an int (``torch.roll``) or a 0-d int tensor (a shift decided in an
+    exported graph: two ``index_select``, no size-dependent shape)."""
+    if not isinstance(shift, torch.Tensor):
+        return torch.roll(x, shifts=(shift, shift), dims=(1, 2))
+    for dim in (1, 2):
+        size = x.shape[dim]   # the modulus as a tensor: the ONNX exporter takes no symbolic scalar in remainder
+        modulus = torch.scalar_tensor(size, dtype=torch.long, device=x.device)
+        index = (torch.arange(size, device=x.device) - shift).remainder(modulus)
+        x = x.index_select(dim, index)
+    return x
 
 
 class WindowAttention(nn.Module):
@@ -78,11 +95,13 @@ class WindowAttention(nn.Module):
         ws = self.window_size
         if tokens.aware:
             return self._forward_plan(x, tokens.window_plan(ws, self.shift, clip=False))
-        shift_size = tokens.shift_size(ws, self.shift)
-        return self._forward_rolled(x, tokens.hw_shape, shift_size, tokens.seam_mask(ws) if shift_size else None)
+        shift_size = tokens.shift_size(ws, self.shift)        # an int; a 0-d tensor under export
+        rolls = isinstance(shift_size, torch.Tensor) or shift_size
+        return self._forward_rolled(x, tokens.hw_shape, shift_size, tokens.seam_mask(ws) if rolls else None)
 
     def _forward_rolled(self, x, hw_shape, shift_size, mask):
-        """Swin's windows: pad, roll by ``-shift_size`` (``mask``: the seam mask), attend, unroll, crop."""
+        """Swin's windows: pad, roll by ``-shift_size`` (``mask``: the seam mask, None when not rolled), attend,
+        unroll, crop."""
         B, N, C = x.shape
         H, W = hw_shape
         ws, h = self.window_size, self.num_heads
@@ -91,8 +110,8 @@ class WindowAttention(nn.Module):
         if not may_branch_on_size() or pad_b or pad_r:                         # export: pad by 0 or more
             x = F.pad(x, (0, 0, 0, pad_r, 0, pad_b))
         Hp, Wp = H + pad_b, W + pad_r
-        if shift_size:
-            x = torch.roll(x, shifts=(-shift_size, -shift_size), dims=(1, 2))
+        if mask is not None:
+            x = roll_map(x, -shift_size)
 
         windows = window_partition(x, ws)                                          # (B, nW, L, C)
         nW, L = windows.shape[1:3]
@@ -102,7 +121,7 @@ class WindowAttention(nn.Module):
         q, k, v = qkv.view(B * nW, L, 3, h, C // h).permute(2, 0, 3, 1, 4).unbind(0)
         bias = self.relative_position_bias_table[self.relative_position_index.view(-1)]
         bias = bias.view(L, L, h).permute(2, 0, 1)                                 # (h, L, L)
-        if shift_size:                                                             # (B*nW, h, L, L)
+        if mask is not None:                                                       # (B*nW, h, L, L)
             bias = (bias + mask.unsqueeze(1)).repeat(B, 1, 1, 1)
         else:                                                                      # (1, h, L, L)
             bias = bias.unsqueeze(0)
@@ -111,8 +130,8 @@ class WindowAttention(nn.Module):
         out = self.proj_drop(out)
 
         x = window_reverse(out, (Hp, Wp), ws)
-        if shift_size:
-            x = torch.roll(x, shifts=(shift_size, shift_size), dims=(1, 2))
+        if mask is not None:
+            x = roll_map(x, shift_size)
         return x[:, :H, :W].reshape(B, N, C)
 
     def _forward_plan(self, x, plan):

@@ -8,10 +8,13 @@ authors' windowed InLine, and the padding-aware partition of both InLine and sof
 
 **Shift rule** (:func:`shift_sizes`, Swin's and the authors' rule for small maps): a shifted block
 shifts its windows by ``ws // 2`` only where both sides of the map exceed the window, ``min(h, w) > ws``;
-otherwise it does not shift.
+otherwise it does not shift. Eagerly the rule is a Python choice; in an exported graph it is a tensor op
+on the map's sizes (:meth:`~.token_map.TokenMap.shift_size`), so that one graph shifts exactly where the
+rule does for every size its dynamic shapes allow.
 
 **Seam mask** (:func:`seam_mask`): for Swin's roll by ``-s``, 0 between tokens of the same region of the
-rolled map and -100 across a wrap-around seam, so no window attends across it.
+rolled map and -100 across a wrap-around seam, so no window attends across it. With ``s = 0`` it is 0
+everywhere (the graph form of an unshifted block).
 
 Tokens are gathered into windows and scattered back with one ``index_select`` each (no loop over
 images or windows); the attention layer then sees a batch of windows.
@@ -72,21 +75,27 @@ def fills_map(shapes, hw_shape):
 
 
 def shift_sizes(heights, widths, window_size):
-    """The shift rule: ``ws // 2`` where ``min(h, w) > ws``, else 0; per image ((B,) int tensors) or for one
-    map (sizes: an int, a guard under export, a constant of a jit trace)."""
-    if isinstance(heights, torch.Tensor) and heights.dim() == 1:
+    """The shift rule: ``ws // 2`` where ``min(h, w) > ws``, else 0; per image ((B,) int tensors), for one map
+    in a graph (0-d int tensors: a tensor op, no guard on the sizes) or for one map eagerly (ints)."""
+    if isinstance(heights, torch.Tensor):
         return torch.where(torch.minimum(heights, widths) > window_size, window_size // 2, 0)
     return window_size // 2 if min(heights, widths) > window_size else 0
 
 
 def seam_mask(hw_padded, window_size, shift_size, device=None):
-    """(nW, ws*ws, ws*ws) additive mask (0 or -100) of the windows of a map rolled by ``-shift_size``."""
+    """(nW, ws*ws, ws*ws) additive mask (0 or -100) of the windows of an Hp x Wp map rolled by ``-s``.
+
+    Swin's nine regions of the rolled map: rows ``[0, Hp - ws)``, ``[Hp - ws, Hp - s)``, ``[Hp - s, Hp)``
+    (region index ``[r >= Hp - ws] + [r >= Hp - s]``), likewise columns; two tokens of a window get 0 when they
+    lie in the same region and -100 otherwise. ``s``: an int, or a 0-d int tensor (the shift decided in a
+    graph). With ``s = 0`` the mask is 0: the last row and column of windows are then one region each."""
     Hp, Wp = hw_padded
-    img = torch.zeros(Hp, Wp, device=device)
-    slices = (slice(0, -window_size), slice(-window_size, -shift_size), slice(-shift_size, None))
-    for region, (hs, ws) in enumerate((hs, ws) for hs in slices for ws in slices):
-        img[hs, ws] = region
-    ids = _partition(img[None], (window_size, window_size))[0]                # (nW, ws*ws)
+    ws, s = window_size, shift_size
+    r, c = torch.arange(Hp, device=device), torch.arange(Wp, device=device)
+    row_region = (r >= Hp - ws).long() + (r >= Hp - s).long()
+    col_region = (c >= Wp - ws).long() + (c >= Wp - s).long()
+    img = (row_region[:, None] * 3 + col_region[None, :]).float()
+    ids = _partition(img[None], (ws, ws))[0]                                  # (nW, ws*ws)
     return (ids[:, None, :] - ids[:, :, None]).ne(0).float() * SEAM_VALUE
 
 

@@ -9,6 +9,7 @@ activation checkpointing reads the same cached tensors.
 """
 import torch
 
+from .graph_mode import exporting
 from .masks import fills_map, region_mask, seam_mask, shift_sizes, window_plan
 
 
@@ -52,8 +53,17 @@ class TokenMap:
         return x if mask is None else x * mask
 
     def shift_size(self, window_size, shifted):
-        """The shift of a (shifted) window block on this map: the rule of :func:`.masks.shift_sizes`."""
-        return shift_sizes(*self.hw_shape, window_size) if shifted else 0
+        """The shift of a (shifted) window block on this map: the rule of :func:`.masks.shift_sizes`, ``ws // 2``
+        when ``min(H, W) > ws``, else 0. An int, except for a shifted block under export
+        (:func:`.graph_mode.exporting`): there a 0-d long tensor computed in the graph from the map's sizes, so
+        that one exported graph shifts exactly where the rule does at every size its dynamic shapes allow (a
+        Python choice on a symbolic size would keep the example's side of ``min(H, W) > ws``)."""
+        if not shifted:
+            return 0
+        if exporting():
+            H, W = (torch.scalar_tensor(s, dtype=torch.long, device=self.device) for s in self.hw_shape)
+            return shift_sizes(H, W, window_size)
+        return shift_sizes(*self.hw_shape, window_size)
 
     def seam_mask(self, window_size):
         """Swin's seam mask for this map padded to window multiples, rolled by the shift."""
