@@ -196,6 +196,10 @@ def test_broken_download_fails_loudly_and_is_not_kept(serve, hub_dir, tmp_path, 
         assert problem == "checkpoint entries are not tensors: ['epoch', 'max_accuracy']; is this a model state dict?"
     elif kind == 'empty state dict':
         assert problem == 'it holds an empty state dict'
+    elif kind == 'truncated':                              # said to be cut off, before anything is unpickled
+        assert re.fullmatch(rf"checkpoint '.*\.partial' is cut off: the file has {len(body) // 2:,} bytes and stops "
+                            r"inside its entry '.+' \(from byte [\d,]+\); the end record .* is missing\. The download "
+                            r'or copy stopped part-way: fetch the file again', problem), problem
     else:                                                  # the safe loader's refusal, the temporary file named
         assert re.fullmatch(r"cannot load checkpoint '.*' safely \(weights_only=True\): \w+: .+", problem), problem
     assert_no_unsafe_advice(err)
