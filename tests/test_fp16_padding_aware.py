@@ -15,7 +15,7 @@ from inline_backbones.models.mixers.linear_attention import LinearAttention
 from inline_backbones.models.tokens.masks import region_mask
 from inline_backbones.models.tokens.token_map import TokenMap
 
-# A few unit roundoffs of fp16 (u = 2^-11 = 4.9e-4), the bound the issue sets for one layer and the backbone.
+# A few unit roundoffs of fp16 (u = 2^-11 = 4.9e-4), the bound set for one layer and the backbone.
 FP16_RTOL = 5e-3
 
 

@@ -1,4 +1,4 @@
-"""tools/gpu_training_check.sh (the device script of issue 32) and tools/fetch_gpu_wheels.sh without a GPU:
+"""tools/gpu_training_check.sh (the training device script) and tools/fetch_gpu_wheels.sh without a GPU:
 syntax, the dry run's plan (the CUDA build first, the CPU-ops fallback, the run matrix in priority order),
 and that the carried wheels plus the GPU image's packages cover every runtime need of the stack."""
 import os
@@ -68,7 +68,7 @@ def test_carried_wheels_and_the_image_cover_the_stacks_needs():
 
 
 def test_backbone_check_dry_run_plans_the_gpu_tests_then_every_benchmark(tmp_path):
-    """Issue 30's device script: the carried wheels, the GPU tests, then nine benchmark_gpu.py runs whose options the
+    """The backbone device script (tools/gpu_backbone_check.sh): the carried wheels, the GPU tests, then nine benchmark_gpu.py runs whose options the
     tool accepts (each parsed by the tool's own argument parser)."""
     out = subprocess.run(['bash', str(BACKBONE_CHECK)], capture_output=True, text=True, timeout=60,
                          env={**os.environ, 'DRY_RUN': '1', 'OUT': str(tmp_path / 'out')})

@@ -1,4 +1,4 @@
-"""What a user who passes the wrong tensor sees: one line naming the problem and the fix (issue 31, point 8), for
+"""What a user who passes the wrong tensor sees: one line naming the problem and the fix, for
 the backbones and the timm classifiers (one stage loop checks them all)."""
 import pytest
 import timm

@@ -1,5 +1,5 @@
 """The resolved training recipe of every InLine-PVT COCO / ADE20K config (``Config.fromfile``, ``mmdet::`` /
-``mmseg::`` bases resolved), pinned against the PVT protocol the paper's tables follow (issue 24):
+``mmseg::`` bases resolved), pinned against the PVT protocol the paper's tables follow:
 
 * Mask R-CNN 1x (PVT's and Agent-Attention's ``mask_rcnn_pvt_*_fpn_1x_coco.py``): AdamW lr 2e-4, wd 1e-4 on every
   parameter, 12 epochs, steps 8 and 11 (mmdet's 500-iteration warm-up from 0.001), 8 GPUs x 2 images, drop path
@@ -10,8 +10,7 @@
   AdamW lr 2e-4, wd 1e-4, poly power 0.9 down to 0, no warm-up, drop path 0.1; nothing left of what mmseg's
   ResNet sem_fpn base ships (SGD 0.01, wd 5e-4, 160k, eta_min 1e-4, 4 images per GPU, ``pretrained``).
 
-The configs only load here: ``inline_backbones.InLinePVT`` is built in the next phase of issue 24, with the
-tests that build each config and run it.
+The configs only load here; tests/test_mmdet_configs.py and tests/test_mmseg_configs.py build each one and run it.
 """
 import glob
 import os.path as osp

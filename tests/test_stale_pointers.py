@@ -62,3 +62,38 @@ def test_declared_python_is_one_the_suite_runs_on():
     low = tuple(int(v) for v in re.fullmatch(r'>=\s*(\d+)\.(\d+)', declared).groups())
     assert low >= (3, 10), f'requires-python {declared!r}: the tests need Python 3.10 (zip(strict=True))'
     assert sys.version_info[:2] >= low
+
+
+# Our own work-tracking references: "issue 24", "(issue 31, point 8)", "the third session", "a GPU lease". Upstream
+# issues keep their project's name ("mmsegmentation issues 3734, 3831") and are allowed.
+TRACKING = re.compile(r'(?<!mmsegmentation )(?<!mmdetection )(?<!mmengine )\bissues? #?\d+|\b(?:first|second|third|'
+                      r'next|same|this|one) session\b|\bGPU lease\b|\b(?:a|next|one|same) lease\b', re.I)
+TRACKED_TEXT = ['README.md', 'CITATION.cff', 'Makefile', 'docs', 'inline_backbones', 'tools', 'tests', 'mmdet_configs',
+                'mmseg_configs']
+
+
+def tracking_references(root):
+    found = []
+    for name in TRACKED_TEXT:
+        path = root / name
+        files = [path] if path.is_file() else sorted(p for p in path.rglob('*') if p.suffix in ('.py', '.sh', '.md'))
+        for file in files:
+            for number, line in enumerate(file.read_text().splitlines(), 1):
+                if TRACKING.search(line) and file.name != 'test_stale_pointers.py':
+                    found.append(f'{file.relative_to(root)}:{number}: {line.strip()}')
+    return found
+
+
+def test_the_repository_speaks_of_itself_alone(tmp_path):
+    """No work-tracking numbers or work periods in code, tests or docs: say what the thing is, the date and the
+    machine. Planted references are found; upstream issues are not references of ours."""
+    assert not tracking_references(ROOT), '\n'.join(tracking_references(ROOT))
+    (tmp_path / 'docs').mkdir()
+    (tmp_path / 'docs' / 'page.md').write_text(
+        'Fixed (issue 31, point 8).\n'                                      # ours
+        'See mmsegmentation issues 3734, 3831 for the loss.\n'             # upstream: fine
+        'Measured in the third session.\n'                                  # a work period
+        'Not run: no GPU lease for it.\n'                                   # a loan
+        'An onnxruntime session with spinning off.\n')                      # the API's word: fine
+    assert [f.split(': ', 1)[0] for f in tracking_references(tmp_path)] == ['docs/page.md:1', 'docs/page.md:3',
+                                                                             'docs/page.md:4']

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 30's one device script: the GPU tests (the Triton paths against the generic path and the reference at real
+# The backbone device script: the GPU tests (the Triton paths against the generic path and the reference at real
 # sizes, CUDA-graph serving) and every benchmark of docs/benchmarks.md's GPU section (tools/benchmark_gpu.py),
 # everything under $OUT.
 #

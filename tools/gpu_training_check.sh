@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 32's one device script: mmcv built with CUDA ops (timed), then real training iterations of the paper's
+# The training device script: mmcv built with CUDA ops (timed), then real training iterations of the paper's
 # configs through mmengine's Runner (tools/benchmark_training.py) beside mmdet's/mmseg's own Swin-T, a torchrun
 # launch, backbone times for the S/B rows, and the cost table (tools/training_cost.py). Everything under $OUT.
 #

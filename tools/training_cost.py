@@ -15,7 +15,7 @@ Semantic FPN 40k) the table gives:
 * seconds per iteration with the config's batch per GPU (2), and where it comes from: ``measured`` (a record of
   this config), ``measured (1x/3x twin)`` (a record of the same model's other schedule: same pipeline, same
   per-iteration work), ``derived`` (the family's T/tiny row measured, plus the difference of the two backbones'
-  measured forward + backward times, ``--backbone-only`` records of the same session), or ``-``;
+  measured forward + backward times, ``--backbone-only`` records of the same run), or ``-``;
 * GPU-hours (iterations x 8 x s/iter / 3600: the 8 GPUs' work done by one) and the wall time on 8 GPUs
   (iterations x s/iter, assuming data-parallel scaling with no communication cost; DDP's gradient
   all-reduce adds to it);
