@@ -4,6 +4,8 @@ generated COCO-format folder laid out as the page says, with the fine-tuning con
 minute. ``mim test`` reloads the saved Runner checkpoint with torch's safe ``weights_only`` loading."""
 import glob
 import json
+import logging
+import logging.handlers
 import os
 import os.path as osp
 import re
@@ -18,6 +20,7 @@ from shapes_dataset import generate_shapes_dataset
 from inline_backbones.released import SWIN_ARCH_CHECKPOINTS
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+CLASS_CHECK = dict(type='inline_backbones.ClassCheckHook')
 DOC = osp.join(ROOT, 'docs', 'finetune.md')
 CONFIG = 'mmdet_configs/mask-rcnn_inline-swin-t_fpn_finetune-custom-coco.py'
 TINY = {
@@ -149,7 +152,7 @@ def test_written_config_takes_classes_and_paths_from_the_json(tmp_path):
         dataset = cfg[f'{split}_dataloader'].dataset
         assert list(dataset.metainfo.classes) == names and dataset.data_root == str(root) + '/'
     assert cfg.val_evaluator.ann_file == str(root) + '/annotations/instances_val.json'
-    assert cfg.val_evaluator.metric == ['bbox', 'segm'] and cfg.custom_hooks == [dict(type='NumClassCheckHook')]
+    assert cfg.val_evaluator.metric == ['bbox', 'segm'] and cfg.custom_hooks == [CLASS_CHECK]
 
 
 def test_boxes_only_data_gives_a_faster_rcnn_that_trains_a_step(tmp_path):
@@ -166,6 +169,7 @@ def test_boxes_only_data_gives_a_faster_rcnn_that_trains_a_step(tmp_path):
     assert cfg.train_dataloader.dataset.pipeline[1] == dict(type='LoadAnnotations', with_bbox=True, with_mask=False)
     runner = _runner(str(out), root, tmp_path / 'work')
     assert not runner.model.roi_head.with_mask
+    assert [type(h).__name__ for h in runner.hooks].count('ClassCheckHook') == 1
     runner.train()
     assert runner.iter == 1
     loss = runner.message_hub.get_scalar('train/loss').current()
@@ -176,7 +180,7 @@ def test_boxes_only_data_gives_a_faster_rcnn_that_trains_a_step(tmp_path):
 def test_cascade_config_has_the_classes_in_its_three_box_heads_and_trains_a_step(tmp_path, boxes_only):
     """``--detector cascade``: Cascade Mask R-CNN (Cascade R-CNN for boxes-only data) with the classes in each of
     the three box heads (and the mask head), the fine-tuning schedule and data inherited; it builds (tiny backbone
-    and heads) and Cascade Mask R-CNN trains a step with a finite loss, NumClassCheckHook satisfied (the boxes-only
+    and heads) and Cascade Mask R-CNN trains a step with a finite loss, ClassCheckHook satisfied (the boxes-only
     training path is Faster R-CNN's test's)."""
     root = tmp_path / 'data'
     generate_shapes_dataset(str(root), num_train=2, num_val=1, seed=3)
@@ -191,7 +195,7 @@ def test_cascade_config_has_the_classes_in_its_three_box_heads_and_trains_a_step
     roi = cfg.model.roi_head
     assert cfg.model.type == 'CascadeRCNN' and [h.num_classes for h in roi.bbox_head] == [4, 4, 4]
     assert (roi.mask_head is None) if boxes_only else roi.mask_head.num_classes == 4
-    assert cfg.train_cfg.max_epochs == 24 and cfg.custom_hooks == [dict(type='NumClassCheckHook')]
+    assert cfg.train_cfg.max_epochs == 24 and cfg.custom_hooks == [CLASS_CHECK]
     for head in roi.bbox_head:                     # the tiny model of _runner, for each of the three heads
         head.update(in_channels=64, fc_out_channels=256)
     tiny = tmp_path / 'cascade_tiny.py'
@@ -206,9 +210,12 @@ def test_cascade_config_has_the_classes_in_its_three_box_heads_and_trains_a_step
 
 
 def test_a_head_that_disagrees_with_the_dataset_stops_before_training(tmp_path):
-    """The usual inheritance mistake: a child config sets 5 classes, the base's heads keep 4; mmdet's
-    NumClassCheckHook (in the fine-tuning config) stops the run before its first iteration, naming both counts."""
+    """The usual inheritance mistake: a child config sets 5 classes and each dataset's metainfo, the base's heads keep
+    4; ClassCheckHook (in the fine-tuning config) stops the run before its first iteration, naming the heads and the
+    class the annotation file does not have."""
     from mmengine.config import Config
+
+    from inline_backbones.class_check import ClassMismatchError
 
     root = tmp_path / 'my_data'
     generate_shapes_dataset(str(root), num_train=2, num_val=1, seed=2)
@@ -222,7 +229,151 @@ def test_a_head_that_disagrees_with_the_dataset_stops_before_training(tmp_path):
                      f"test_evaluator = val_evaluator\n")
     assert Config.fromfile(str(child)).model.roi_head.bbox_head.num_classes == 4      # what inheritance gives
     runner = _runner(str(child), root, tmp_path / 'work')
-    mismatch = r'The `num_classes` \(4\) in .* does not matches the length of `classes` 5'
-    with pytest.raises(AssertionError, match=mismatch):
+    with pytest.raises(ClassMismatchError) as err:
         runner.train()
     assert runner.iter == 0
+    message = str(err.value)
+    assert "heads' num_classes: roi_head.bbox_head 4, roi_head.mask_head 4 (the classes are 5)" in message
+    assert (f"categories of the train annotation file {root}/annotations/instances_train.json (4): disc, box, "
+            'triangle, hexagon\n      missing: star') in message
+
+
+def _data_at(root):
+    """``--cfg-options`` pointing every split and evaluator of the fine-tuning config at the folder ``root``."""
+    return {**{f'{split}_dataloader.dataset.data_root': str(root) + '/' for split in ('train', 'val', 'test')},
+            **{f'{split}_evaluator.ann_file': str(root / 'annotations' / 'instances_val.json')
+               for split in ('val', 'test')}}
+
+
+def _add_categories(root, names, order=None):
+    """Add categories ``names`` to both jsons of ``root`` (each with one annotation: a copy of the first one), and
+    list the categories in ``order`` (names) if given."""
+    for split in ('train', 'val'):
+        path = root / 'annotations' / f'instances_{split}.json'
+        coco = json.loads(path.read_text())
+        for name in names:
+            category = dict(id=max(c['id'] for c in coco['categories']) + 1, name=name)
+            coco['categories'].append(category)
+            coco['annotations'].append(dict(coco['annotations'][0], id=max(a['id'] for a in coco['annotations']) + 1,
+                                            category_id=category['id']))
+        if order:
+            coco['categories'].sort(key=lambda c: order.index(c['name']))
+        path.write_text(json.dumps(coco))
+
+
+def test_a_child_that_sets_only_classes_is_refused_naming_every_list_and_the_fix(tmp_path):
+    """The reported case: a child of the fine-tuning config that sets 7 classes and nothing else builds 4-class heads
+    and a 4-class dataset (mmengine resolved the base's variables), so mmdet's NumClassCheckHook passes. ClassCheckHook
+    compares with the child's `classes` and refuses before training and before testing, with each list, what it
+    misses, and the finetune_config.py command for this folder."""
+    from mmengine.config import Config
+
+    from inline_backbones.class_check import ClassMismatchError
+
+    root = tmp_path / 'my_data'
+    generate_shapes_dataset(str(root), num_train=2, num_val=1, seed=4)
+    seven = ('disc', 'box', 'triangle', 'hexagon', 'star', 'ring', 'cross')
+    child = tmp_path / 'child.py'
+    child.write_text(f'_base_ = {osp.join(ROOT, CONFIG)!r}\nclasses = {seven!r}\n')
+    cfg = Config.fromfile(str(child))
+    assert cfg.classes == seven and len(cfg.train_dataloader.dataset.metainfo.classes) == 4      # the base's
+    runner = _runner(str(child), root, tmp_path / 'work', **_data_at(root))
+    with pytest.raises(ClassMismatchError) as err:
+        runner.train()
+    assert runner.iter == 0
+    message = str(err.value)
+    assert message.startswith("the classes of this run do not agree with the config's `classes` (7): disc, box, "
+                              'triangle, hexagon, star, ring, cross\n')
+    for split in ('train', 'val'):
+        assert (f'  {split} dataset (CocoDataset) metainfo classes (4): disc, box, triangle, hexagon\n'
+                '      missing: star, ring, cross') in message
+        assert (f'  categories of the {split} annotation file {root}/annotations/instances_{split}.json (4): disc, '
+                'box, triangle, hexagon\n      missing: star, ring, cross') in message
+    assert "heads' num_classes: roi_head.bbox_head 4, roi_head.mask_head 4 (the classes are 7)" in message
+    command = (f'python tools/finetune_config.py {root}/ --train-json annotations/instances_train.json --train-images '
+               'images/train/ --val-json annotations/instances_val.json --val-images images/val/ --out '
+               'configs/finetune_my_data.py')
+    assert f'\n  {command}\n' in message
+    words = shlex.split(command)                  # the command, run (written elsewhere), gives the file's classes
+    words[words.index('--out') + 1] = str(tmp_path / 'written.py')
+    subprocess.run([sys.executable, *words[1:]], cwd=ROOT, check=True, capture_output=True, timeout=120)
+    assert Config.fromfile(str(tmp_path / 'written.py')).classes == ('disc', 'box', 'triangle', 'hexagon')
+    test_runner = _runner(str(child), root, tmp_path / 'work_test', **_data_at(root))
+    with pytest.raises(ClassMismatchError, match=r'test dataset \(CocoDataset\) metainfo classes \(4\)'):
+        test_runner.test()
+
+
+def test_an_annotation_file_with_more_categories_is_refused_unless_a_subset_is_asked_for(tmp_path):
+    """The fine-tuning config's 4 classes over a json with 3 more categories: mmdet would train on the 4 and drop the
+    rest without a word; ClassCheckHook refuses naming the extra categories, and with allow_subset=True trains,
+    with the categories left out in the log."""
+    from inline_backbones.class_check import ClassMismatchError
+
+    root = tmp_path / 'more'
+    generate_shapes_dataset(str(root), num_train=2, num_val=1, seed=5)
+    _add_categories(root, ['star', 'ring', 'cross'])
+    runner = _runner(osp.join(ROOT, CONFIG), root, tmp_path / 'work', **_data_at(root))
+    with pytest.raises(ClassMismatchError) as err:
+        runner.train()
+    assert runner.iter == 0
+    message = str(err.value)
+    assert (f'categories of the train annotation file {root}/annotations/instances_train.json (7): disc, box, '
+            'triangle, hexagon, star, ring, cross\n      extra: star, ring, cross') in message
+    assert 'metainfo classes' not in message and "heads' num_classes" not in message
+    assert "dict(type='inline_backbones.ClassCheckHook', allow_subset=True)" in message
+
+    subset = _runner(osp.join(ROOT, CONFIG), root, tmp_path / 'subset', **_data_at(root),
+                     custom_hooks=[dict(CLASS_CHECK, allow_subset=True)])
+    handler = logging.handlers.BufferingHandler(capacity=10_000)
+    subset.logger.addHandler(handler)
+    try:
+        subset.train()
+    finally:
+        subset.logger.removeHandler(handler)
+    assert subset.iter == 1
+    text = '\n'.join(record.getMessage() for record in handler.buffer)
+    assert (f'train annotation file {root}/annotations/instances_train.json: training on 4 of its 7 categories '
+            '(allow_subset=True); the annotations of star, ring, cross are left out') in text
+    assert 'ClassCheckHook: the 4 classes agree with the train, val datasets' in text
+
+
+def test_classes_in_another_order_than_the_file_are_refused_as_mmdet_numbers_labels_in_the_files_order(tmp_path):
+    """mmdet's CocoDataset gives label i to the i-th category the json lists (among the classes), whatever the
+    order of `classes`: a json listing the 4 categories in another order would put the config's names on the wrong
+    labels. The hook refuses it; tools/finetune_config.py writes the json's order, which passes."""
+    from mmdet.datasets import CocoDataset
+
+    from inline_backbones.class_check import ClassMismatchError, check_classes
+
+    root = tmp_path / 'reordered'
+    generate_shapes_dataset(str(root), num_train=2, num_val=1, seed=6)
+    order = ['hexagon', 'disc', 'triangle', 'box']
+    _add_categories(root, [], order=order)
+    classes = ('disc', 'box', 'triangle', 'hexagon')
+    dataset = CocoDataset(data_root=str(root) + '/', ann_file='annotations/instances_train.json',
+                          metainfo=dict(classes=classes), data_prefix=dict(img='images/train/'), pipeline=[])
+    coco = json.loads((root / 'annotations' / 'instances_train.json').read_text())
+    names = {c['id']: c['name'] for c in coco['categories']}
+    first = dataset.get_data_info(0)
+    raw = [a for a in coco['annotations'] if a['image_id'] == first['img_id']]
+    assert [order.index(names[a['category_id']]) for a in raw] == [i['bbox_label'] for i in first['instances']]
+    with pytest.raises(ClassMismatchError, match=r'instances_train.json \(4\): hexagon, disc, triangle, box\n'
+                                                 r'      the same names in another order'):
+        check_classes(classes, [('train', dataset)], {})
+    out = tmp_path / 'reordered.py'
+    subprocess.run([sys.executable, osp.join(ROOT, 'tools', 'finetune_config.py'), str(root), '--out', str(out)],
+                   check=True, capture_output=True, timeout=120)
+    written = Config.fromfile(str(out)).classes
+    assert list(written) == order
+    assert check_classes(written, [('train', CocoDataset(
+        data_root=str(root) + '/', ann_file='annotations/instances_train.json', metainfo=dict(classes=written),
+        data_prefix=dict(img='images/train/'), pipeline=[]))], {'roi_head.bbox_head': 4}) == []
+
+
+def test_a_class_string_without_its_comma_is_refused():
+    """`classes = ('disc')` is a string, which would be read as 4 one-letter classes."""
+    from inline_backbones.class_check import ClassMismatchError, check_classes
+
+    with pytest.raises(ClassMismatchError, match=r"is the string 'disc', not a tuple of names: a tuple of one class "
+                                                 r"is written \('disc',\)"):
+        check_classes('disc', [], {})

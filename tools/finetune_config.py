@@ -4,15 +4,17 @@
         [--val-json annotations/instances_val.json] [--train-images images/train/] [--val-images images/val/]
         [--boxes-only auto|yes|no] [--detector mask-rcnn|cascade] [--out configs/finetune_my_data.py]
 
-The class names come from the training json's ``categories`` (in id order: label i is the i-th category), and
+The class names come from the training json's ``categories``, in the order the file lists them (mmdet numbers the
+labels in that order, whatever the order of ``classes``: label i is the i-th category listed), and
 every place that depends on them is written out literally: the dataset ``metainfo`` of each split, the heads'
 ``num_classes``, the data paths and the evaluators' ``ann_file``. (A child config that only sets ``classes`` and
 ``data_root`` keeps its base's values: a config's variables are resolved when the base file is read, before
 the child's are known.) When no annotation of the training json has a segmentation (``--boxes-only auto``),
 the mask branch is removed: Faster R-CNN with the InLine-Swin-T FPN, evaluated on boxes. The config inherits
 ``mmdet_configs/mask-rcnn_inline-swin-t_fpn_finetune-custom-coco.py`` (schedule, backbone, released ImageNet
-weights) and adds mmdet's ``NumClassCheckHook``, which stops training and testing before the first
-iteration if a head's class count differs from the dataset's.
+weights) and carries its ``inline_backbones.ClassCheckHook`` (:mod:`inline_backbones.class_check`), which stops
+training and testing before the first iteration if the config's ``classes``, the datasets' classes, the heads'
+``num_classes`` and the annotation files' categories disagree.
 
 ``--detector cascade`` writes Cascade Mask R-CNN (Cascade R-CNN for boxes-only data) with the same schedule and data:
 the model of ``mmdet_configs/cascade-mask-rcnn_inline-swin-t_fpn_ms-crop-1x_coco.py`` written out whole, with the
@@ -33,10 +35,11 @@ NAMES = {('mask-rcnn', False): 'Mask R-CNN', ('mask-rcnn', True): 'Faster R-CNN'
 
 
 def read_classes(path):
-    """(class names in category-id order, whether any annotation has a segmentation) of a COCO json."""
+    """(class names in the file's order of its categories, whether any annotation has a segmentation) of a COCO
+    json."""
     with open(path) as f:
         coco = json.load(f)
-    categories = sorted(coco.get('categories', []), key=lambda c: c['id'])
+    categories = coco.get('categories', [])
     if not categories:
         raise SystemExit(f'{path}: no "categories" in the json: a COCO instances file lists its classes there')
     names = [c['name'] for c in categories]
@@ -126,8 +129,9 @@ def render(args, classes, boxes_only):
         f'val_evaluator = dict(ann_file=data_root + {args.val_json!r}, metric={metrics!r})',
         'test_evaluator = val_evaluator',
         '',
-        "# Stops before the first iteration if a head's num_classes differs from the dataset's classes.",
-        "custom_hooks = [dict(type='NumClassCheckHook')]",
+        "# Stops before the first iteration if `classes`, the datasets' classes, the heads' num_classes and the",
+        "# annotation files' categories disagree (inline_backbones/class_check.py).",
+        "custom_hooks = [dict(type='inline_backbones.ClassCheckHook')]",
         '',
     ]
     return '\n'.join(lines)
