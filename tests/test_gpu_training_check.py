@@ -68,8 +68,8 @@ def test_carried_wheels_and_the_image_cover_the_stacks_needs():
 
 
 def test_backbone_check_dry_run_plans_the_gpu_tests_then_every_benchmark(tmp_path):
-    """The backbone device script (tools/gpu_backbone_check.sh): the carried wheels, the GPU tests, then nine benchmark_gpu.py runs whose options the
-    tool accepts (each parsed by the tool's own argument parser)."""
+    """The backbone device script (tools/gpu_backbone_check.sh): the carried wheels, the GPU tests, then nine
+    benchmark_gpu.py runs whose options the tool accepts (each parsed by the tool's own argument parser)."""
     out = subprocess.run(['bash', str(BACKBONE_CHECK)], capture_output=True, text=True, timeout=60,
                          env={**os.environ, 'DRY_RUN': '1', 'OUT': str(tmp_path / 'out')})
     assert out.returncode == 0, out.stderr

@@ -8,7 +8,6 @@ paths within 1e-4 of the fp64 reference. Under bf16/fp16 autocast a GEMM's input
 2^-11 = 4.9e-4; the GPU path must stay within 1.5x the generic path's own error under the same autocast, and
 under 2e-2 (bf16) / 3e-3 (fp16).
 """
-import contextlib
 import copy
 import os
 
@@ -18,7 +17,8 @@ from conftest import naive_inline_attention
 
 from inline_backbones.models.mixers import inline_paths
 from inline_backbones.models.mixers.inline_attention import KERNEL_FUNCTIONS, InLineAttention
-from inline_backbones.models.mixers.inline_paths import PATHS, block_diagonal, force_path, select_path, triton_kernels
+from inline_backbones.models.mixers.inline_gpu import block_diagonal
+from inline_backbones.models.mixers.inline_paths import PATHS, Implementation, choose, force_path, triton_kernels
 from inline_backbones.models.mixers.inline_reference import inline_attention_reference
 from inline_backbones.models.mixers.pvt_attention import InLinePVTAttention
 from inline_backbones.models.tokens.token_map import TokenMap
@@ -136,7 +136,9 @@ def test_the_gpu_path_folds_q_m_into_proj_for_the_identity_kernel_when_n_exceeds
     """The fold is a speed choice (both forms are correct, tested above): q and blockdiag(M) are formed only when
     N <= C or the kernel is not the identity."""
     unfolded = []
-    monkeypatch.setattr(inline_paths, 'block_diagonal', lambda m: unfolded.append(m.shape) or block_diagonal(m))
+    from inline_backbones.models.mixers import inline_gpu
+
+    monkeypatch.setattr(inline_gpu, 'block_diagonal', lambda m: unfolded.append(m.shape) or block_diagonal(m))
     for kernel_func, hw, folds in [('identity', (9, 10), True), ('identity', (4, 8), False),   # N = 90, 32; C = 32
                                    ('relu', (9, 10), False)]:
         unfolded.clear()
@@ -160,7 +162,7 @@ def test_reduced_precision_triton_path_is_as_accurate_as_the_generic_one(dtype, 
 
 @needs_triton
 def test_triton_layer_norm_writes_the_autocast_dtype():
-    from inline_backbones.models.mixers.inline_paths import layer_norm
+    from inline_backbones.models.mixers.inline_gpu import layer_norm
 
     norm = torch.nn.LayerNorm(96, eps=0.5).eval()          # an eps that shows (the default 1e-5 would hide it)
     with torch.no_grad():
@@ -175,99 +177,140 @@ def test_triton_layer_norm_writes_the_autocast_dtype():
     torch.testing.assert_close(y, norm(x).to(torch.bfloat16), rtol=1e-2, atol=1e-2)
 
 
-def test_select_path():
+def test_choose():
     x = torch.randn(1, 4, 32)
-    assert select_path(x, 32) == 'torch'                     # a CPU tensor
+    attn = InLineAttention(32, 1)
+    assert choose(x, attn) == Implementation('torch')             # a CPU tensor, N < C: not folded
     with force_path('reference'):
-        assert select_path(x, 32) == 'reference'
-    assert select_path(x, 32) == 'torch'                     # the forced path ends with the block
+        assert choose(x, attn) == Implementation('reference')
+    assert choose(x, attn) == Implementation('torch')             # the forced path ends with the block
     with pytest.raises(ValueError, match="unknown InLine attention path 'fast'"):
         with force_path('fast'):
             pass
     assert set(PATHS) == {'reference', 'torch', 'triton'}
 
 
-def test_when_the_triton_path_is_taken(monkeypatch):
-    """The decision itself, on a stand-in CUDA input (the module docstring's rule): 'triton' for a CUDA tensor of
-    fp32/bf16/fp16 with no graph captured, Triton importing, no kernel failed, an Ampere-or-later GPU, a head size of
-    16/32/64/128 (or none: the layer norm) and gradients off or a written-out backward; else 'torch'."""
-    class Input:   # what select_path reads of a tensor; a real CUDA tensor needs a GPU
-        def __init__(self, dtype=torch.float32, index=0):
-            self.device, self.dtype = torch.device('cuda', index) if index is not None else torch.device('cuda'), dtype
+class _Input:
+    """What choose reads of a tensor (device, dtype, shape); a real CUDA tensor needs a GPU."""
 
+    def __init__(self, dtype=torch.float32, index=0, shape=(1, 4, 32)):
+        self.device = torch.device('cuda', index) if index is not None else torch.device('cuda')
+        self.dtype, self.shape = dtype, shape
+
+
+def _layer(head_dims=32, kernel_func='identity', local_residual=True):
+    """What choose reads of a layer."""
+    import types
+
+    return types.SimpleNamespace(head_dims=head_dims, kernel_func=kernel_func, local_residual=local_residual)
+
+
+def test_when_a_triton_implementation_is_taken(monkeypatch):
+    """The decision itself, on a stand-in CUDA input (the module docstring's rule): 'triton' for a CUDA tensor of
+    fp32/bf16/fp16 with no graph captured, Triton importing, no kernel failed, an Ampere-or-later GPU and a head size
+    of 16/32/64/128 (or none: the layer norm), gradients off; 'triton-train' with gradients on for a layer with a
+    written-out backward (identity kernel, local residual); else 'torch'."""
     gpus = []
-    monkeypatch.setattr(inline_paths, 'triton_kernels', lambda: ('inline_triton', 'layer_norm_triton'))
+    monkeypatch.setattr(inline_paths, 'triton_kernels', lambda: 'kernels')
     monkeypatch.setattr(inline_paths, '_triton_gpu', lambda index: gpus.append(index) or index != 5)
     monkeypatch.setattr(inline_paths, '_failed', None)
     monkeypatch.setattr(torch.cuda, 'current_device', lambda: 3)
     with torch.no_grad():
         for dtype in (torch.float32, torch.bfloat16, torch.float16):
-            assert select_path(Input(dtype), 32) == 'triton'
-        assert select_path(Input(torch.float64), 32) == 'torch'
-        assert [select_path(Input(), d) for d in (None, 16, 32, 64, 128, 8, 24, 256)] == ['triton'] * 5 + ['torch'] * 3
-        assert gpus[-1] == 0 and select_path(Input(index=2)) == 'triton' and gpus[-1] == 2
-        assert select_path(Input(index=None)) == 'triton' and gpus[-1] == 3           # the current device
-        assert select_path(Input(index=5)) == 'torch'                                  # a GPU before Ampere
-        assert select_path(torch.zeros(1), 32) == 'torch'                              # not CUDA
-    assert select_path(Input(), 32) == 'torch'                                  # gradients on, no backward
-    assert select_path(Input(), 32, differentiable=True) == 'triton'            # gradients on, a backward
+            assert choose(_Input(dtype), _layer()).name == 'triton'
+        assert choose(_Input(torch.float64), _layer()).name == 'torch'
+        names = [choose(_Input(), _layer(d)).name for d in (16, 32, 64, 128, 8, 24, 256)]
+        assert names == ['triton'] * 4 + ['torch'] * 3
+        assert choose(_Input()).name == 'triton'                                        # a layer norm
+        assert gpus[-1] == 0 and choose(_Input(index=2)).name == 'triton' and gpus[-1] == 2
+        assert choose(_Input(index=None)).name == 'triton' and gpus[-1] == 3           # the current device
+        assert choose(_Input(index=5)).name == 'torch'                                  # a GPU before Ampere
+        assert choose(torch.zeros(1, 4, 32), _layer()).name == 'torch'                  # not CUDA
+    assert choose(_Input(), _layer()).name == 'triton-train'                     # gradients on, a backward
+    for layer in (_layer(kernel_func='relu'), _layer(local_residual=False), None):
+        assert choose(_Input(), layer).name == 'torch'                           # gradients on, no backward
     with force_path('triton'):
-        assert select_path(torch.zeros(1), 32, differentiable=True) == 'triton'   # forced, even on a CPU tensor
-        assert select_path(torch.zeros(1), 32) == 'torch'                         # ... but not without a backward
+        assert choose(torch.zeros(1, 4, 32), _layer()).name == 'triton-train'    # forced, even on a CPU tensor
+        assert choose(torch.zeros(1, 4, 32), _layer(kernel_func='relu')).name == 'torch'   # ... not without a backward
         with torch.no_grad():
-            assert select_path(torch.zeros(1), 32) == 'triton'
+            assert choose(torch.zeros(1, 4, 32), _layer(kernel_func='relu')).name == 'triton'
     with force_path('reference'):
-        assert select_path(Input(), 32) == 'reference'
+        assert choose(_Input(), _layer()).name == 'reference'
     with torch.no_grad():
         monkeypatch.setattr(inline_paths, 'exporting_or_tracing', lambda: True)
-        assert select_path(Input(), 32) == 'torch'                                     # a graph is captured
+        assert choose(_Input(), _layer()).name == 'torch'                                # a graph is captured
         monkeypatch.setattr(inline_paths, 'exporting_or_tracing', lambda: False)
         monkeypatch.setattr(inline_paths, '_failed', RuntimeError('ptxas'))
-        assert select_path(Input(), 32) == 'torch'                                     # a kernel failed to build
+        assert choose(_Input(), _layer()).name == 'torch'                                # a kernel failed to build
         monkeypatch.setattr(inline_paths, '_failed', None)
         monkeypatch.setattr(inline_paths, 'triton_kernels', lambda: None)
-        assert select_path(Input(), 32) == 'torch'                                     # Triton does not import
+        assert choose(_Input(), _layer()).name == 'torch'                                # Triton does not import
 
 
-def test_the_layer_runs_the_implementation_of_its_path(monkeypatch):
-    """attend() asks select_path (with its head size, and whether it has a written-out backward: the identity kernel
-    with the local residual) and runs that path's implementation on its own arguments; with gradients on, the
-    Triton path is the training one."""
+def test_when_q_m_is_folded_into_proj(monkeypatch):
+    """fold: the identity kernel, more tokens than channels (N > C), the 'torch' or inference 'triton' form, in eager
+    mode only (a captured graph and the FLOP count take the paper's order of operations)."""
+    wide, tall = torch.zeros(1, 4, 32), torch.zeros(1, 33, 32)
+    with torch.no_grad():
+        assert choose(tall, _layer()) == Implementation('torch', fold=True)
+        assert not choose(wide, _layer()).fold and not choose(torch.zeros(1, 32, 32), _layer()).fold   # N <= C
+        assert not choose(tall, _layer(kernel_func='relu')).fold and not choose(tall).fold
+        with force_path('reference'):
+            assert choose(tall, _layer()) == Implementation('reference')
+        with force_path('triton'):
+            assert choose(tall, _layer()) == Implementation('triton', fold=True)
+        monkeypatch.setattr(inline_paths, 'may_branch_on_size', lambda: False)
+        assert choose(tall, _layer()) == Implementation('torch')
+    monkeypatch.undo()
+    with force_path('triton'):
+        assert choose(tall, _layer()) == Implementation('triton-train')              # training: never folded
+    assert choose(tall, _layer()) == Implementation('torch', fold=True)              # training on the CPU: folded
+
+
+def test_the_layer_runs_the_implementation_it_is_given(monkeypatch):
+    """attend() asks choose (with the layer) and runs the implementation of that name on its own arguments and the
+    fold it was given; a folded and an unfolded 'torch' layer compute the same function."""
     from inline_backbones.models.mixers import inline_attention as module
 
-    calls, asked = [], []
+    calls = []
 
-    def spy(name):
-        return lambda attn, x, hw, mask=None: calls.append((name, attn, x, hw, mask)) or x
+    def spy(name, with_fold=True):
+        if with_fold:
+            return lambda attn, x, hw, mask=None, fold=False: calls.append((name, attn, x, hw, mask, fold)) or x
+        return lambda attn, x, hw, mask=None: calls.append((name, attn, x, hw, mask, None)) or x
 
-    monkeypatch.setattr(module, 'attend_gpu', spy('gpu'))
-    monkeypatch.setattr(module, 'attend_gpu_train', spy('gpu, training'))
-    monkeypatch.setattr(module, 'inline_attention_reference', spy('reference'))
-    monkeypatch.setattr(InLineAttention, 'attend_torch', spy('torch'))
-    monkeypatch.setattr(module, 'select_path', lambda x, head_dims=None, differentiable=False: asked.append(
-        (head_dims, differentiable)) or select_path(x, head_dims, differentiable))
     x, mask = torch.randn(1, 42, 64), torch.ones(1, 42, 1, dtype=torch.bool)
-    for kernel_func, residual, grad, path, want in [
-            ('identity', True, False, 'triton', 'gpu'), ('identity', True, True, 'triton', 'gpu, training'),
-            ('relu', True, False, 'triton', 'gpu'), ('relu', True, True, 'triton', 'torch'),
-            ('identity', False, True, 'triton', 'torch'), ('identity', True, True, 'reference', 'reference'),
-            ('identity', True, False, 'torch', 'torch'), ('identity', True, False, None, 'torch')]:
-        attn = InLineAttention(64, 4, kernel_func=kernel_func, local_residual=residual)
-        calls.clear(), asked.clear()
-        with torch.set_grad_enabled(grad), force_path(path) if path else contextlib.nullcontext():
-            assert attn.attend(x, (6, 7), mask) is x
-        assert calls == [(want, attn, x, (6, 7), mask)], (kernel_func, residual, grad, path)
-        assert asked == [(16, kernel_func == 'identity' and residual)]
+    attn = InLineAttention(64, 4)
+    for name in ('reference', 'torch', 'triton', 'triton-train'):
+        for fold in (False, True):
+            with monkeypatch.context() as patched:
+                patched.setattr(module, 'choose', lambda x_, layer, name=name, fold=fold: (
+                    calls.append(('asked', layer, x_)) or Implementation(name, fold)))
+                patched.setattr(module, 'attend_gpu', spy('triton'))
+                patched.setattr(module, 'attend_gpu_train', spy('triton-train', with_fold=False))
+                patched.setattr(module, 'inline_attention_reference', spy('reference', with_fold=False))
+                patched.setattr(InLineAttention, 'attend_torch', spy('torch'))
+                calls.clear()
+                assert attn.attend(x, (6, 7), mask) is x
+            given = fold if name in ('torch', 'triton') else None
+            assert calls == [('asked', attn, x), (name, attn, x, (6, 7), mask, given)], (name, fold)
+    x = torch.randn(2, 42, 32)
+    attn = InLineAttention(32, 2).eval()
+    with torch.no_grad():
+        plain = attn.attend_torch(x, (6, 7), None, fold=False)
+        torch.testing.assert_close(attn.attend_torch(x, (6, 7), None, fold=True), plain, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(attn.attend(x, (6, 7)), plain, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
-def test_select_path_on_a_gpu():
+def test_choose_on_a_gpu():
     x = torch.randn(1, 4, 32, device='cuda')
     with torch.no_grad():
-        assert select_path(x, 32) == ('triton' if triton_kernels() else 'torch')
-        assert select_path(x, 24) == 'torch'                 # a head size the kernels do not take
+        assert choose(x, _layer()).name == ('triton' if triton_kernels() else 'torch')
+        assert choose(x, _layer(24)).name == 'torch'                 # a head size the kernels do not take
     with torch.enable_grad():
-        assert select_path(x, 32) == 'torch'                 # training: the differentiable path
+        assert choose(x, _layer()).name == ('triton-train' if triton_kernels() else 'torch')
+        assert choose(x, _layer(kernel_func='relu')).name == 'torch'
 
 
 @needs_triton
@@ -301,7 +344,7 @@ def test_triton_path_is_not_taken_for_training_without_a_backward():
     x = torch.randn(1, 42, 64, requires_grad=True)
     with force_path('triton'):
         out = attn(x, TokenMap.of(x, (6, 7)))
-        assert select_path(x, 32, differentiable=False) == 'torch'
+        assert choose(x, attn).name == 'torch'
     out.sum().backward()
     assert x.grad is not None and attn.qkv.weight.grad.abs().sum() > 0
 
@@ -349,7 +392,7 @@ def test_the_fallback_catches_what_triton_raises_when_a_kernel_cannot_be_built()
 def test_a_layer_norm_kernel_that_cannot_be_built_falls_back_to_f_layer_norm(monkeypatch):
     import triton
 
-    from inline_backbones.models.mixers import inline_paths
+    from inline_backbones.models.mixers import inline_gpu
 
     class Broken:
         @staticmethod
@@ -357,10 +400,10 @@ def test_a_layer_norm_kernel_that_cannot_be_built_falls_back_to_f_layer_norm(mon
             raise triton.compiler.errors.CompilationError('layer_norm_triton.py', None, 'no kernel for this GPU')
 
     monkeypatch.setattr(inline_paths, '_failed', None)
-    monkeypatch.setattr(inline_paths, 'triton_kernels', lambda: (None, Broken))
+    monkeypatch.setattr(inline_gpu, 'triton_kernels', lambda: Broken)
     norm = torch.nn.LayerNorm(32, eps=0.5)
     x = torch.randn(2, 7, 32)
     with torch.no_grad(), force_path('triton'):
-        torch.testing.assert_close(inline_paths.layer_norm(norm, x), norm(x))
+        torch.testing.assert_close(inline_gpu.layer_norm(norm, x), norm(x))
     assert isinstance(inline_paths._failed, triton.compiler.errors.CompilationError)
     monkeypatch.setattr(inline_paths, '_failed', None)

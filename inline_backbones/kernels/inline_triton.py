@@ -1,6 +1,6 @@
-"""Triton kernels of InLine attention's GPU inference path (:func:`.inline_paths.attend_gpu`).
-
-Three kernels per layer, whatever the batch size (``b`` an image, ``t`` a token, ``c = head * d + j``):
+"""Triton kernels of InLine attention's GPU path: three per layer in inference (:func:`.inline_gpu.attend_gpu`),
+whatever the batch size, and a fourth for training's backward (:mod:`.inline_autograd`) (``b`` an image, ``t`` a
+token, ``c = head * d + j``):
 
 * :func:`kv_statistics`: one pass over ``x``, ``k`` and ``v`` (k, v read in place from the projection's
   (B, N, 2C) output). Per (image, head, split of the tokens) it sums over the image's own tokens
@@ -13,7 +13,9 @@ Three kernels per layer, whatever the batch size (``b`` an image, ``t`` a token,
 * :func:`depthwise3x3`: ``out[b, t, c] = bias[b, c] + sum_taps w[b, c, tap] v[b, t + tap, c]`` over the 3x3
   neighbourhood inside the map (zero padding) and, padding-aware, inside the image's own tokens: one
   stencil over the (B, N, C) layout, fp32 accumulation, per-image kernels (no per-image launches, no
-  layout copies).
+  layout copies). Training's backward runs it again with the flipped kernels (the transposed stencil).
+* :func:`depthwise3x3_weight_grad` (training): the gradients of the 3x3 kernels and the bias,
+  ``sum_t g[b, t, c] v[b, t + tap, c]`` and ``sum_t g[b, t, c]``, fp32, split over tokens as ``kv_statistics``.
 
 The kernels also run on a CPU under Triton's interpreter (``TRITON_INTERPRET=1`` set before this module is
 imported), which is how the test suite checks them without a GPU.
@@ -114,7 +116,7 @@ def _finalize_kernel(part_ptr, bq_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr, m_ptr, bi
     m = kv * (scale / n)[:, None] - scale * k_mean[:, None] * v_mean[None, :]
     tl.store(m_ptr + pid * D * D + i[:, None] * D + i[None, :], m)
     bias = v_mean
-    if HAS_BQ:   # + b_q M (q M with q = x W_q^T + b_q, folded into proj: see inline_paths.attend_gpu)
+    if HAS_BQ:   # + b_q M (q M with q = x W_q^T + b_q, folded into proj: see inline_gpu.attend_gpu)
         bq = tl.load(bq_ptr + head * D + i).to(tl.float32)
         bias += tl.sum(bq[:, None] * m, axis=0)
     tl.store(bias_ptr + b * C + head * D + i, bias)

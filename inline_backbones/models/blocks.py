@@ -11,14 +11,14 @@ from torch import nn
 
 from .mixers import build_mixer
 from .mixers.fused_linear import linear
-from .mixers.inline_paths import layer_norm
+from .mixers.inline_gpu import layer_norm
 from .tokens.graph_mode import graph_leaf
 
 
 @graph_leaf   # a leaf of fx graphs (it branches on the device): a call_module node, as nn.LayerNorm
 class GemmLayerNorm(nn.LayerNorm):
     """``nn.LayerNorm`` whose output feeds a GEMM (the blocks' ``norm1``/``norm2``, patch merging's ``norm``): on
-    the GPU inference path one Triton kernel that writes the GEMM's dtype (:func:`~.inline_paths.layer_norm`)."""
+    the GPU inference path one Triton kernel that writes the GEMM's dtype (:func:`~.inline_gpu.layer_norm`)."""
 
     def forward(self, x):
         return layer_norm(self, x)

@@ -43,11 +43,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..tokens.graph_mode import exporting_or_tracing, may_branch_on_size
+from ..tokens.graph_mode import exporting_or_tracing
 from ..tokens.masks import from_windows, to_windows
 from .fused_linear import linear
 from .inline_autograd import attend_gpu_train
-from .inline_paths import attend_gpu, select_path, with_fallback
+from .inline_gpu import attend_gpu
+from .inline_paths import choose, with_fallback
 from .inline_reference import inline_attention_reference
 
 KERNEL_FUNCTIONS = {
@@ -147,19 +148,17 @@ class InLineAttention(nn.Module):
 
     def attend(self, x, hw_shape, mask=None):
         """The layer on the (B, N, C) tokens of one ``hw_shape`` map (or a batch of windows); ``mask``
-        (B, N, 1), true or 1 on each image's own tokens, makes it padding-aware. The implementation is
-        chosen by :func:`~.inline_paths.select_path`."""
-        trainable = self.kernel_func == 'identity' and self.local_residual
-        path = select_path(x, self.head_dims, differentiable=trainable)
-        if path == 'triton':
-            gpu = attend_gpu_train if torch.is_grad_enabled() and trainable else attend_gpu
-            return with_fallback(lambda *args: gpu(self, *args), self.attend_torch, x, hw_shape, mask)
-        if path == 'reference':
-            return inline_attention_reference(self, x, hw_shape, mask)
-        return self.attend_torch(x, hw_shape, mask)
+        (B, N, 1), true or 1 on each image's own tokens, makes it padding-aware. The implementation is the one
+        :func:`~.inline_paths.choose` names (:data:`IMPLEMENTATIONS`); a Triton one falls back to ``'torch'``
+        where its kernels cannot be built."""
+        name, fold = choose(x, self)
+        if name.startswith('triton'):
+            return with_fallback(IMPLEMENTATIONS[name], IMPLEMENTATIONS['torch'], self, x, hw_shape, mask, fold)
+        return IMPLEMENTATIONS[name](self, x, hw_shape, mask, fold)
 
-    def attend_torch(self, x, hw_shape, mask=None):
-        """:meth:`attend` in batched PyTorch (the ``'torch'`` path: any device, differentiable, capturable)."""
+    def attend_torch(self, x, hw_shape, mask=None, fold=False):
+        """:meth:`attend` in batched PyTorch (the ``'torch'`` implementation: any device, differentiable,
+        capturable); ``fold``: ``q M`` folded into ``proj`` (:meth:`_folded_output`)."""
         B, N, C = x.shape
         h, d, s = self.num_heads, self.head_dims, self.scale
         # q, k and v projections as three GEMMs, so k and v come out contiguous: the conv and the GEMMs
@@ -201,7 +200,7 @@ class InLineAttention(nn.Module):
             with torch.autocast(x.device.type, enabled=False):
                 m = torch.baddbmm(mean_term, k_t, v_h)
 
-        if self.kernel_func == 'identity' and may_branch_on_size() and N > C:
+        if fold:
             out = self._folded_output(x, x_mean, v, m, v_mean, w_q, b_q, hw_shape)
         else:
             out = self._output(self.phi(linear(x, w_q, b_q)), x_mean, v, m, v_mean, hw_shape)
@@ -233,7 +232,7 @@ class InLineAttention(nn.Module):
         W_q^T P costs C^3 MACs and saves a pass over q (N x C), so it is taken when N > C. It adds
         FLOPs when C^3 > N C d (at 224, stage 3), so FLOP counting (jit tracing) takes :meth:`_output`,
         the arithmetic the paper counts (4.5G for InLine-Swin-T at 224), and so does export, whose graph
-        serves every size (see :func:`~.graph_mode.may_branch_on_size`)."""
+        serves every size (the rule: :func:`~.inline_paths.choose`)."""
         B, N, C = x.shape
         h, d = self.num_heads, self.head_dims
         m = m.view(B, h, d, d)
@@ -285,3 +284,13 @@ class InLineAttention(nn.Module):
         return (f'embed_dims={self.embed_dims}, num_heads={self.num_heads}, kernel_func={self.kernel_func!r}'
                 + ('' if self.local_residual else ', local_residual=False')
                 + ('' if self.window_size is None else f', window_size={self.window_size}, shift={self.shift}'))
+
+
+# InLine attention's implementations by the name :func:`~.inline_paths.choose` gives (its module docstring says
+# which runs when), each ``fn(attn, x, hw_shape, mask, fold)``; ``fold`` is only ever true for 'torch' and 'triton'.
+IMPLEMENTATIONS = {
+    'reference': lambda attn, x, hw_shape, mask, fold: inline_attention_reference(attn, x, hw_shape, mask),
+    'torch': lambda attn, x, hw_shape, mask, fold: attn.attend_torch(x, hw_shape, mask, fold),
+    'triton': lambda attn, x, hw_shape, mask, fold: attend_gpu(attn, x, hw_shape, mask, fold),
+    'triton-train': lambda attn, x, hw_shape, mask, fold: attend_gpu_train(attn, x, hw_shape, mask),
+}

@@ -23,7 +23,8 @@ with the batch. Tested against the autograd of the ``'torch'`` path (tests/test_
 import torch
 import torch.nn.functional as F
 
-from .inline_paths import block_diagonal, triton_kernels
+from .inline_gpu import block_diagonal
+from .inline_paths import triton_kernels
 
 
 def _diagonal_blocks(full, heads):
@@ -49,7 +50,7 @@ class InLineCore(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, qkv, kernels, mask, hw_shape, head_dims, scale):
-        kern = triton_kernels()[0]
+        kern = triton_kernels()
         C = qkv.shape[-1] // 3
         with torch.autocast(qkv.device.type, enabled=False):
             q, kv = qkv[..., :C], qkv[..., C:]
@@ -64,7 +65,7 @@ class InLineCore(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         qkv, kernels, m, part, mask = ctx.saved_tensors
-        kern = triton_kernels()[0]
+        kern = triton_kernels()
         B, N, C3 = qkv.shape
         C, d, s, dtype = C3 // 3, ctx.head_dims, ctx.scale, qkv.dtype
         h = C // d

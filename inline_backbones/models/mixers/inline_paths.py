@@ -1,45 +1,66 @@
-"""Which implementation computes InLine attention (and the block's LayerNorms), chosen in one function.
+"""Which implementation computes InLine attention and the blocks' LayerNorms: one decision, :func:`choose`.
 
-Three implementations of one function (:mod:`.inline_reference` states it):
+The implementations of InLine attention (one function, stated by :mod:`.inline_reference`), by name; the table
+that maps each name to its function is :data:`~.inline_attention.IMPLEMENTATIONS`, each called as
+``fn(attn, x, hw_shape, mask, fold)``:
 
-* ``'reference'``: :func:`~.inline_reference.inline_attention_reference`, plain PyTorch, one image at a
-  time. The spec every other path is tested against; never chosen unless forced.
-* ``'torch'``: :meth:`~.inline_attention.InLineAttention.attend_torch`, batched PyTorch with the CPU's
-  fast forms (oneDNN fused linears, ``q M`` folded into ``proj``). Differentiable and capturable: it is
-  what training, ``torch.compile``, ``torch.export``/ONNX and FLOP counting run, on every device.
-* ``'triton'``: :func:`attend_gpu` and :func:`layer_norm`, the GPU inference path: one projection GEMM
-  for k and v, three Triton kernels (:mod:`..kernels.inline_triton`), ``q M`` folded into ``proj``, and
-  LayerNorm written in the autocast dtype; in training :func:`~.inline_autograd.attend_gpu_train`, the same
-  kernels with a written-out backward. The launches per layer do not depend on the batch size.
+* ``'reference'``: :func:`~.inline_reference.inline_attention_reference`, plain PyTorch, one image at a time. The
+  spec every other implementation is tested against; never chosen unless forced.
+* ``'torch'``: :func:`~.inline_attention.attend_torch`, batched PyTorch with the CPU's fast forms (oneDNN fused
+  linears). Differentiable and capturable: it is what training, ``torch.compile``, ``torch.export``/ONNX and FLOP
+  counting run, on every device.
+* ``'triton'``: :func:`~.inline_gpu.attend_gpu`, GPU inference: one projection GEMM for k and v and three Triton
+  kernels; the launches per layer do not depend on the batch size.
+* ``'triton-train'``: :func:`~.inline_autograd.attend_gpu_train`, GPU training: the same kernels with a
+  written-out backward (InLine attention with the identity kernel and the local residual, the released layers).
 
-:func:`select_path` picks ``'triton'`` for a CUDA tensor when no graph is being captured, the dtype is
-fp32/bf16/fp16, Triton imports, (attention) the head size is a power of two from 16 to 128, and either
-gradients are off or the layer has a written-out backward (:mod:`.inline_autograd`: InLine attention with the
-identity kernel and the local residual, the released models' layers; LayerNorm has none); else ``'torch'``.
-:func:`force_path` overrides the choice (tests, debugging, benchmarks), except that it never sends a layer
-without a backward down the Triton path while gradients are on. The kernels are built for NVIDIA GPUs from
-Ampere on (compute capability 8.0: bf16 and TF32 tensor cores); elsewhere, and for the rest of the process
-after a kernel fails to build on a GPU (logged as a warning), the generic path runs.
+and of the blocks' LayerNorm (:func:`~.inline_gpu.layer_norm`): ``'torch'`` (``F.layer_norm``) or ``'triton'``
+(one kernel that writes the GEMMs' dtype; no backward).
+
+:func:`choose` decides from the input and the layer, in this order: a path forced by :func:`force_path` (except
+that a layer without a backward never takes a Triton path while gradients are on); ``'torch'`` unless the tensor
+is on a CUDA GPU of compute capability 8.0 or more (Ampere: bf16 and TF32 tensor cores; not ROCm), no graph is
+being captured, the dtype is fp32/bf16/fp16, Triton imports, no kernel has failed to build in this process, the
+head size (attention) is 16, 32, 64 or 128, and gradients are off or the layer has a backward on the Triton path;
+then ``'triton-train'`` with gradients on, ``'triton'`` without. It also decides ``fold``: with the identity kernel,
+``q M`` folded into ``proj`` when the map has more tokens than channels (N > C), on ``'torch'`` and ``'triton'``,
+in eager mode only (:func:`~..tokens.graph_mode.may_branch_on_size`: a captured graph serves every size, and FLOP
+counts are those of the paper's order of operations).
+
+A kernel that fails to build on a GPU is logged once and the generic implementation runs, then and for the rest of
+the process (:func:`with_fallback`). Adding a GPU kernel: write it in ``kernels/`` and list it in
+:data:`~..kernels.KERNELS`; call it by name from :func:`triton_kernels` in an implementation with the signature
+above; give that implementation a name in :data:`~.inline_attention.IMPLEMENTATIONS` and a rule here.
 """
 import contextlib
 import functools
 import logging
+from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 
-from ..tokens.graph_mode import exporting_or_tracing
+from ..tokens.graph_mode import exporting_or_tracing, may_branch_on_size
 
 PATHS = ('reference', 'torch', 'triton')
+HEAD_SIZES = (16, 32, 64, 128)     # the head sizes the Triton kernels take
 _forced = None
 _failed = None   # the error of a Triton kernel that could not be built on this GPU: the generic path from then on
 _logger = logging.getLogger(__name__)
 
 
+class Implementation(NamedTuple):
+    """What computes a layer: ``name`` (``'reference'``, ``'torch'``, ``'triton'``, ``'triton-train'``) and
+    ``fold`` (``q M`` folded into ``proj``)."""
+
+    name: str
+    fold: bool = False
+
+
 @contextlib.contextmanager
 def force_path(name):
-    """Within the block, every InLine layer and block norm takes the path ``name`` (one of :data:`PATHS`;
-    ``'triton'`` on a CPU tensor needs ``TRITON_INTERPRET=1`` set before the first kernel is compiled)."""
+    """Within the block, every InLine layer and block norm takes the path ``name`` (one of :data:`PATHS`; the
+    Triton path is the training one with gradients on; ``'triton'`` on a CPU tensor needs ``TRITON_INTERPRET=1``
+    set before the first kernel is compiled)."""
     global _forced
     if name not in PATHS:
         raise ValueError(f'unknown InLine attention path {name!r}; choose one of {PATHS}')
@@ -52,18 +73,47 @@ def force_path(name):
 
 @functools.cache
 def triton_kernels():
-    """The kernel modules ``(inline_triton, layer_norm_triton)``, or None when Triton does not import."""
+    """The Triton kernels by name (:data:`~..kernels.KERNELS`), or None when Triton does not import."""
+    from ...kernels import load_kernels
+
     try:
-        from ...kernels import inline_triton, layer_norm_triton
+        return load_kernels()
     except ImportError:
         return None
-    return inline_triton, layer_norm_triton
 
 
 @functools.cache
 def _triton_gpu(index):
     """Whether the kernels are for this GPU: NVIDIA from Ampere on (bf16 and TF32 tensor cores); not ROCm."""
     return torch.version.hip is None and torch.cuda.get_device_capability(index)[0] >= 8
+
+
+def _triton_runs(x, head_dims):
+    """Whether the Triton kernels take ``x`` (heads of ``head_dims`` channels; None: a LayerNorm) on this machine."""
+    if (x.device.type != 'cuda' or exporting_or_tracing() or x.dtype not in (torch.float32, torch.bfloat16,
+                                                                               torch.float16)):
+        return False
+    if head_dims is not None and head_dims not in HEAD_SIZES:
+        return False
+    if _failed is not None or triton_kernels() is None:
+        return False
+    return _triton_gpu(x.device.index if x.device.index is not None else torch.cuda.current_device())
+
+
+def choose(x, layer=None):
+    """The :class:`Implementation` for the input ``x`` (B, N, C) of ``layer`` (an InLine attention layer: its
+    ``head_dims``, ``kernel_func``, ``local_residual``; None: a LayerNorm). See the module docstring."""
+    has_backward = layer is not None and layer.kernel_func == 'identity' and layer.local_residual
+    training = torch.is_grad_enabled()
+    if _forced is not None:
+        path = _forced
+    else:
+        path = 'triton' if _triton_runs(x, None if layer is None else layer.head_dims) else 'torch'
+    if path == 'triton' and training:
+        path = 'triton-train' if has_backward else 'torch'
+    fold = (layer is not None and layer.kernel_func == 'identity' and path in ('torch', 'triton')
+            and x.shape[1] > x.shape[2] and may_branch_on_size())
+    return Implementation(path, fold)
 
 
 def _kernel_errors():
@@ -87,84 +137,3 @@ def with_fallback(triton_fn, torch_fn, *args):
         _logger.warning('InLine: a Triton kernel could not be built on this GPU (%s: %s); using the generic PyTorch '
                         'path from now on', type(err).__name__, err)
         return torch_fn(*args)
-
-
-def select_path(x, head_dims=None, differentiable=False):
-    """The path for the input ``x`` (and, for attention, heads of ``head_dims`` channels); ``differentiable``:
-    the caller's Triton path has a backward (InLine attention with the identity kernel and the local residual,
-    :mod:`.inline_autograd`), so it may take it with gradients enabled. See the module docstring."""
-    needs_backward = torch.is_grad_enabled() and not differentiable
-    if _forced is not None:
-        return 'torch' if _forced == 'triton' and needs_backward else _forced
-    if (x.device.type != 'cuda' or needs_backward or exporting_or_tracing()
-            or x.dtype not in (torch.float32, torch.bfloat16, torch.float16)):
-        return 'torch'
-    if head_dims is not None and head_dims not in (16, 32, 64, 128):
-        return 'torch'
-    if _failed is not None or triton_kernels() is None:
-        return 'torch'
-    return 'triton' if _triton_gpu(x.device.index if x.device.index is not None else torch.cuda.current_device()) \
-        else 'torch'
-
-
-def compute_dtype(x):
-    """The dtype GEMMs run in for ``x``: the autocast dtype of its device when autocast is on, else its own."""
-    if torch.is_autocast_enabled(x.device.type):
-        return torch.get_autocast_dtype(x.device.type)
-    return x.dtype
-
-
-def layer_norm(norm, x):
-    """``norm(x)`` for an ``nn.LayerNorm`` whose output feeds a linear layer: on the ``'triton'`` path one
-    kernel that writes the GEMMs' dtype (:mod:`..kernels.layer_norm_triton`), else ``F.layer_norm``."""
-    def plain(x):
-        return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
-
-    if select_path(x) != 'triton':
-        return plain(x)
-    return with_fallback(lambda x: triton_kernels()[1].layer_norm(x, norm.weight, norm.bias, norm.eps,
-                                                                  compute_dtype(x)), plain, x)
-
-
-def block_diagonal(m):
-    """(B, h, d, d) -> (B, h d, h d): each image's per-head matrices on the diagonal, zeros elsewhere."""
-    B, h, d, _ = m.shape
-    out = m.new_zeros(B, h * d, h * d)
-    out.view(B, h, d, h, d).diagonal(dim1=1, dim2=3).copy_(m.permute(0, 2, 3, 1))
-    return out
-
-
-def attend_gpu(attn, x, hw_shape, mask=None):
-    """InLine attention of ``attn`` on the (B, N, C) tokens ``x`` with the Triton kernels (inference).
-
-    ``k, v = kv(x)`` (one GEMM, read in place by the kernels); :func:`~..kernels.inline_triton.kv_statistics`
-    and ``finalize`` give ``M``, the residual's bias and its 3x3 kernels (predicted from ``mean(x)``) in fp32;
-    :func:`~..kernels.inline_triton.depthwise3x3` writes ``r = dwconv3x3(v) + bias``.
-    With the identity kernel and N > C, ``q M`` is folded into ``proj`` (as on the CPU path:
-    ``y = proj(r) + x P``, ``P = W_q^T blockdiag(M) W_p^T`` in fp32, ``bias = mean(v) + b_q M``), so q is never
-    formed; otherwise ``y = proj(r + phi(q) blockdiag(M))``. The launches do not depend on the batch size.
-    """
-    kernels = triton_kernels()[0]
-    B, N, C = x.shape
-    h, d, s = attn.num_heads, attn.head_dims, attn.scale
-    w_q, b_q = attn.projections()[:2]
-    w_kv, b_kv = attn.kv_projection()
-    kv = F.linear(x, w_kv, b_kv)                                                   # (B, N, 2C)
-    dtype = kv.dtype
-    x = x.contiguous()
-    fold = attn.kernel_func == 'identity' and N > C
-    m, bias, weights = kernels.finalize(kernels.kv_statistics(x, kv, mask, d, attn.kernel_func), C, d, s,
-                                        b_q if fold else None, attn.residual if attn.local_residual else None)
-    if attn.local_residual:
-        base = kernels.depthwise3x3(kv[..., C:], mask, weights, bias, hw_shape, dtype)
-    else:
-        base = bias.to(dtype).unsqueeze(1)                                         # (B, 1, C), broadcast
-    # (autocast, when on, casts the GEMMs' operands below to its dtype, with its cache for the weights)
-    if fold:
-        with torch.autocast(x.device.type, enabled=False):
-            p = torch.matmul(m, attn.proj.weight.float().t().reshape(h, d, C)).view(B, C, C)   # Mb W_p^T
-            p = torch.matmul(w_q.float().t(), p).to(dtype)                                    # W_q^T Mb W_p^T
-        return attn.proj_drop(torch.baddbmm(F.linear(base, attn.proj.weight, attn.proj.bias), x, p))
-    q = attn.phi(F.linear(x, w_q, b_q))
-    y = F.linear(torch.baddbmm(base, q, block_diagonal(m).to(q.dtype)), attn.proj.weight, attn.proj.bias)
-    return attn.proj_drop(y)
