@@ -109,14 +109,38 @@ def check_range_corners(model, x, path, dynamic, with_shapes=False, tolerance=1e
                 f'export a narrower range (file deleted)')
 
 
-def onnxruntime_session(path, threads=None):
-    """An onnxruntime CPU session of the file (``threads``: intra-op threads, default onnxruntime's)."""
+SPINNING_KEYS = ('session.intra_op.allow_spinning', 'session.inter_op.allow_spinning')
+
+
+def onnxruntime_session(path, threads=None, spinning=True):
+    """An onnxruntime CPU session of the file (``threads``: intra-op threads, default onnxruntime's).
+
+    ``spinning=False`` sets :data:`SPINNING_KEYS` to '0': the session's idle threads block instead of
+    busy-waiting for the next run (onnxruntime's default), so that they take no CPU from another runtime that
+    runs between its runs, e.g. eager PyTorch timed in the same process (whose threads they would otherwise
+    slow down several times over on a machine with few cores)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     if threads:
         options.intra_op_num_threads = threads
+    if not spinning:
+        for key in SPINNING_KEYS:
+            options.add_session_config_entry(key, '0')
     return ort.InferenceSession(str(path), options, providers=['CPUExecutionProvider'])
+
+
+def session_spins(session):
+    """Whether the idle threads of an onnxruntime ``session`` may spin: unless both :data:`SPINNING_KEYS` are '0'
+    (unset means onnxruntime's default, spinning)."""
+    options = session.get_session_options()
+    for key in SPINNING_KEYS:
+        try:
+            if options.get_session_config_entry(key) != '0':
+                return True
+        except RuntimeError:   # not set
+            return True
+    return False
 
 
 def run_onnx(session, *inputs):

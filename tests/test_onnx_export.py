@@ -5,6 +5,7 @@ neck; padding-aware mode with the regions as an input; one file on both sides of
 import importlib
 import os
 import os.path as osp
+import sys
 
 import pytest
 import timm
@@ -18,6 +19,7 @@ from inline_backbones.export import (
     onnxruntime_session,
     relative_errors,
     run_onnx,
+    session_spins,
 )
 from inline_backbones.models.tokens.graph_mode import (
     exporting,
@@ -287,3 +289,70 @@ def test_export_tool_end_to_end(onnx_stack, tmp_path):
     small = subprocess.run(command[:3] + ['--shape', '16', '16'], capture_output=True, text=True, timeout=600, env=env)
     assert small.returncode == 2 and 'Traceback' not in small.stderr
     assert 'error: --shape 16 16: input of 16x16 pixels is too small' in small.stderr.splitlines()[-1]
+
+
+def identity_onnx(path):
+    """A one-node ONNX file, ``y = x`` for a float ``x`` of shape (1,)."""
+    onnx = require('onnx')
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node('Identity', ['x'], ['y'])], 'identity',
+                              [helper.make_tensor_value_info('x', TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info('y', TensorProto.FLOAT, [1])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid('', 20)]), str(path))
+    return path
+
+
+@pytest.fixture
+def export_tool():
+    sys.path.insert(0, osp.join(ROOT, 'tools'))
+    try:
+        yield importlib.import_module('export_onnx')
+    finally:
+        sys.path.remove(osp.join(ROOT, 'tools'))
+
+
+def test_timing_session_does_not_spin(onnx_stack, tmp_path):
+    """``spinning=False``: onnxruntime's intra- and inter-op threads block when idle (both keys '0'), with the
+    thread count asked for; a default session spins."""
+    path = identity_onnx(tmp_path / 'identity.onnx')
+    quiet = onnxruntime_session(path, threads=2, spinning=False)
+    options = quiet.get_session_options()
+    assert [options.get_session_config_entry(key) for key in ('session.intra_op.allow_spinning',
+                                                              'session.inter_op.allow_spinning')] == ['0', '0']
+    assert options.intra_op_num_threads == 2 and not session_spins(quiet)
+    assert session_spins(onnxruntime_session(path, threads=2))
+
+
+def test_export_tool_times_interleaved_rounds_without_spinning(onnx_stack, export_tool, tmp_path):
+    """The tool's timing: one untimed warm-up round, then rounds of one onnxruntime run followed by one eager
+    forward, each runtime's median over the timed rounds (a stand-in clock advanced by each run); it refuses a
+    session that spins or that does not use torch's thread count."""
+    path = identity_onnx(tmp_path / 'identity.onnx')
+    now, calls = [0.], []
+    durations = {'onnxruntime': iter([100., 3., 1., 2.]), 'eager': iter([50., 30., 10., 20.])}   # warm-up first
+
+    def ran(name):
+        calls.append(name)
+        now[0] += next(durations[name])
+
+    class Recorded:
+        """The no-spinning session, its runs recorded."""
+        def __init__(self, session):
+            self.session = session
+
+        def __getattr__(self, name):
+            return getattr(self.session, name)
+
+        def run(self, *args):
+            ran('onnxruntime')
+            return self.session.run(*args)
+
+    session = Recorded(onnxruntime_session(path, threads=torch.get_num_threads(), spinning=False))
+    medians = export_tool.median_latencies(lambda x: ran('eager'), session, torch.zeros(1), repeats=3,
+                                           clock=lambda: now[0])
+    assert calls == ['onnxruntime', 'eager'] * 4
+    assert medians == {'onnxruntime': 2., 'eager': 20.}
+    for spinning, threads in [(True, torch.get_num_threads()), (False, None)]:
+        with pytest.raises(ValueError, match='a session whose idle threads do not spin and that uses torch'):
+            export_tool.median_latencies(lambda x: x, onnxruntime_session(path, threads, spinning), torch.zeros(1), 1)

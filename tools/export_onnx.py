@@ -16,8 +16,10 @@ without ``--checkpoint``.
 ``--shape`` and the range's largest size. Exporter and opset: see ``inline_backbones/export.py`` and
 ``docs/deployment.md``. Prints, per size, the largest relative error over the outputs
 (``max |onnxruntime - eager| / max |eager|``), then the median latency at ``--shape`` of onnxruntime and
-eager PyTorch (fp32, batch 1, timed interleaved after one warm-up; both on torch's thread count).
-Exits with status 1 if an error exceeds ``--tolerance``.
+eager PyTorch (fp32, batch 1): ``--repeats`` rounds of one onnxruntime run then one eager forward, after one
+untimed warm-up round, both runtimes on torch's thread count, and onnxruntime's idle threads not spinning
+(``session.intra_op.allow_spinning`` and ``session.inter_op.allow_spinning`` '0'; spinning, they take the
+cores from eager's threads in the next forward). Exits with status 1 if an error exceeds ``--tolerance``.
 """
 import argparse
 import os.path as osp
@@ -37,6 +39,7 @@ from inline_backbones.export import (
     onnxruntime_session,
     relative_errors,
     run_onnx,
+    session_spins,
 )
 
 
@@ -81,16 +84,25 @@ def build_model(name, checkpoint=None, cfg_options=None, backbone_only=False):
     return timm.create_model(name, **kwargs).eval(), f'timm {name} logits'
 
 
-def median_latencies(model, session, x, repeats):
-    """Median seconds of onnxruntime and eager forwards on ``x``, timed interleaved after one warm-up."""
+def median_latencies(model, session, x, repeats, warmup=1, clock=time.perf_counter):
+    """Median seconds of onnxruntime and eager forwards on ``x``: ``warmup`` untimed rounds, then ``repeats``
+    timed rounds of one onnxruntime run followed by one eager forward (interleaved: a change of the machine's
+    load hits both alike). Each runtime must run alone: ``session`` must not spin (``onnxruntime_session(...,
+    spinning=False)``) and must use torch's thread count, else ValueError."""
+    threads = session.get_session_options().intra_op_num_threads
+    if session_spins(session) or threads != torch.get_num_threads():
+        raise ValueError(f'time onnxruntime against eager with a session whose idle threads do not spin and that '
+                         f'uses torch\'s {torch.get_num_threads()} threads (onnxruntime_session(path, '
+                         f'threads=torch.get_num_threads(), spinning=False)); this one spins: '
+                         f'{session_spins(session)}, threads: {threads or "onnxruntime default"}')
     times = {'onnxruntime': [], 'eager': []}
     with torch.no_grad():
-        for i in range(repeats + 1):
+        for i in range(warmup + repeats):
             for name, run in (('onnxruntime', lambda: run_onnx(session, x)), ('eager', lambda: model(x))):
-                start = time.perf_counter()
+                start = clock()
                 run()
-                if i:
-                    times[name].append(time.perf_counter() - start)
+                if i >= warmup:
+                    times[name].append(clock() - start)
     return {name: statistics.median(t) for name, t in times.items()}
 
 
@@ -105,7 +117,7 @@ def main(argv=None):
     parser.add_argument('--out', help='ONNX file (default: <model name>_<exporter>.onnx)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction, help='config overrides, key=value')
     parser.add_argument('--backbone-only', action='store_true', help="configs: the backbone, without the neck")
-    parser.add_argument('--repeats', type=int, default=5, help='timed forwards of each (0: no timing)')
+    parser.add_argument('--repeats', type=int, default=5, help='timed rounds, one forward of each runtime per round (0: no timing)')
     parser.add_argument('--tolerance', type=float, default=1e-5, help='largest relative error accepted')
     args = parser.parse_args(argv)
     dynamic = None
@@ -135,7 +147,7 @@ def main(argv=None):
         parser.error(str(err))
     print(f'exported in {time.perf_counter() - start:.1f} s', flush=True)
 
-    session = onnxruntime_session(out, threads=torch.get_num_threads())
+    session = onnxruntime_session(out, threads=torch.get_num_threads(), spinning=False)
     worst = 0.
     for hw in [tuple(args.shape)] + ([dynamic[1]] if dynamic and dynamic[1] != tuple(args.shape) else []):
         inputs = x if hw == tuple(args.shape) else torch.randn(1, 3, *hw)
@@ -146,9 +158,9 @@ def main(argv=None):
               f'(max |onnxruntime - eager| / max |eager| per output)', flush=True)
     if args.repeats:
         latency = median_latencies(model, session, x, args.repeats)
-        print(f'median latency at {args.shape[0]}x{args.shape[1]} ({args.repeats} runs, '
-              f'{torch.get_num_threads()} threads): onnxruntime {latency["onnxruntime"] * 1e3:.1f} ms, '
-              f'eager {latency["eager"] * 1e3:.1f} ms', flush=True)
+        print(f'median latency at {args.shape[0]}x{args.shape[1]} ({args.repeats} interleaved rounds after 1 '
+              f'warm-up, {torch.get_num_threads()} threads each, onnxruntime not spinning): '
+              f'onnxruntime {latency["onnxruntime"] * 1e3:.1f} ms, eager {latency["eager"] * 1e3:.1f} ms', flush=True)
     if worst > args.tolerance:
         print(f'FAILED: relative error {worst:.2e} exceeds {args.tolerance:.0e}', file=sys.stderr)
         sys.exit(1)
