@@ -1,4 +1,4 @@
-# The two entry points of the README. Both create/refresh the environment first (tools/setup_env.sh;
+# The two entry points of the README. Both create/refresh the environment first (tools/setup/setup_env.sh;
 # the first run builds the stack and mmcv from source, about 16-20 minutes on 2 cores; later runs take seconds).
 # VENV may be relative (to the directory make runs in, also with make -C) or absolute.
 VENV ?= .venv
@@ -13,13 +13,13 @@ MUTANTS ?=
 .PHONY: setup demo fullsize-demo test lint mutation
 
 setup:
-	VENV=$(VENV_ABS) bash tools/setup_env.sh
+	VENV=$(VENV_ABS) bash tools/setup/setup_env.sh
 
 demo: setup
-	$(PY) tools/run_embedded.py
+	$(PY) demo/run_embedded.py
 
 fullsize-demo: setup
-	$(PY) tools/fullsize_demo.py
+	$(PY) demo/fullsize_demo.py
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -22,7 +22,7 @@ one class is "object"; the backbone aside); each COCO annotation file's category
 ``C``. It checks the training and validation datasets before training starts (``before_train``), the validation
 datasets before the first validation (``before_val``) and the test datasets before testing (``before_test``), each
 dataset once. Any difference is one :class:`ClassMismatchError` listing every list that differs from ``C``, what it
-has extra and what it misses, and the command of ``tools/finetune_config.py`` that writes a config from the
+has extra and what it misses, and the command of ``tools/misc/finetune_config.py`` that writes a config from the
 annotation file.
 
 Training on some of a file's categories on purpose is ``ClassCheckHook(allow_subset=True)``: ``C`` may then be
@@ -41,7 +41,7 @@ from mmengine.model import is_model_wrapper
 
 from .registry import HOOKS
 
-TOOL = 'tools/finetune_config.py'
+TOOL = 'tools/misc/finetune_config.py'
 # The modules with a num_classes that are not the detector's class heads: RPN heads (object or not), the
 # backbone (mmcv's VGG has one), HTC's semantic head (stuff classes); mmdet's NumClassCheckHook skips them too.
 NOT_CLASS_HEADS = ('backbone', 'rpn_head', 'semantic_head')
@@ -112,7 +112,7 @@ def _relative(path, root):
 
 
 def tool_command(datasets):
-    """The ``tools/finetune_config.py`` command that writes a config from the annotation files of ``datasets``
+    """The ``tools/misc/finetune_config.py`` command that writes a config from the annotation files of ``datasets``
     (``[(split, dataset)]``): its data root, and the training and validation jsons and image folders relative to
     it (a test dataset stands for the validation one where there is none)."""
     by_split = {}

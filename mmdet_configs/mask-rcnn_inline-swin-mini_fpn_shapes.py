@@ -1,5 +1,5 @@
 # Embedded default: a small InLine-Swin Mask R-CNN trained from scratch on the generated "shapes" set
-# (tools/make_shapes_dataset.py, data/shapes/) in about ten minutes on a 2-core CPU, evaluated with
+# (tools/misc/make_shapes_dataset.py, data/shapes/) in about ten minutes on a 2-core CPU, evaluated with
 # mmdet's CocoMetric. Also the template for fine-tuning on your own COCO-format data: change
 # data_root, metainfo and num_classes, and set backbone init_cfg / load_from (docs/finetune.md#3-the-config).
 _base_ = 'mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py'
@@ -83,5 +83,5 @@ default_hooks = dict(
 log_processor = dict(by_epoch=False)
 auto_scale_lr = dict(enable=False, base_batch_size=4)
 # One seed for the data order, the augmentations and the initialisation: the demo gives the same numbers each run
-# (up to nondeterministic kernels); tools/run_embedded.py --seed N changes it.
+# (up to nondeterministic kernels); demo/run_embedded.py --seed N changes it.
 randomness = dict(seed=0)

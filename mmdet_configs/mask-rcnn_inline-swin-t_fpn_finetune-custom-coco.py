@@ -6,7 +6,7 @@
 _base_ = './mask-rcnn_inline-swin-t_fpn_ms-crop-1x_coco.py'
 
 # DATA_ROOT/annotations/instances_{train,val}.json (COCO instances, polygon or RLE masks) and the images in
-# DATA_ROOT/images/{train,val}/ (tools/make_shapes_dataset.py --root data/my_dataset writes such a folder).
+# DATA_ROOT/images/{train,val}/ (tools/misc/make_shapes_dataset.py --root data/my_dataset writes such a folder).
 data_root = 'data/my_dataset/'
 # Your category names as in the json's "categories", in the order the json lists them (mmdet numbers the labels
 # in that order).
@@ -16,7 +16,7 @@ metainfo = dict(classes=classes)
 model = dict(roi_head=dict(bbox_head=dict(num_classes=len(classes)), mask_head=dict(num_classes=len(classes))))
 # Stops before the first iteration if `classes`, the datasets' classes, the heads' num_classes and the annotation
 # files' categories disagree: a child config that changes `classes` keeps this file's metainfo and num_classes (a
-# config's variables are resolved when it is read), so write your own with tools/finetune_config.py or set every
+# config's variables are resolved when it is read), so write your own with tools/misc/finetune_config.py or set every
 # value (docs/finetune.md). allow_subset=True trains on some of a file's categories on purpose (logged).
 custom_hooks = [dict(type='inline_backbones.ClassCheckHook')]
 

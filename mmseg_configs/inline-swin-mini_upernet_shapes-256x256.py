@@ -1,5 +1,5 @@
 # Embedded default: a small InLine-Swin UperNet trained from scratch on the generated "shapes" label
-# maps (tools/make_shapes_dataset.py, data/shapes/) in a few minutes on a 2-core CPU, evaluated with
+# maps (tools/misc/make_shapes_dataset.py, data/shapes/) in a few minutes on a 2-core CPU, evaluated with
 # mmseg's IoUMetric. Also the template for fine-tuning on your own images + label PNGs: change
 # data_root, metainfo (class names and palette) and num_classes, and set backbone init_cfg / load_from.
 _base_ = './inline-swin-tiny-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py'
@@ -67,5 +67,5 @@ default_hooks = dict(
     logger=dict(interval=50),
     checkpoint=dict(by_epoch=False, interval=max_iters // 4, max_keep_ckpts=2))
 # One seed for the data order, the augmentations and the initialisation: the demo gives the same numbers each run
-# (up to nondeterministic kernels); tools/run_embedded.py --seed N changes it.
+# (up to nondeterministic kernels); demo/run_embedded.py --seed N changes it.
 randomness = dict(seed=0)

@@ -1,12 +1,8 @@
 import os
-import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
-
-# The tools' own modules (the demo's shapes dataset generator): importable by the tests, after the standard library.
-sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'tools'))
 
 if not torch.cuda.is_available():   # the Triton kernels run on the CPU under Triton's interpreter (set before any
     os.environ.setdefault('TRITON_INTERPRET', '1')   # kernel is compiled: inline_paths.py imports them lazily)

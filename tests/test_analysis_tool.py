@@ -1,4 +1,5 @@
-"""tools/analyze_attention.py end to end on a generated shapes image; the backbone builder's checkpoint path."""
+"""tools/analysis_tools/analyze_attention.py end to end on a generated shapes image; the backbone builder's checkpoint
+path."""
 import csv
 import json
 import os
@@ -10,10 +11,10 @@ import mmcv
 import numpy as np
 import pytest
 import torch
-from shapes_dataset import render_image
 
 from inline_backbones import InLineSwinTransformer
 from inline_backbones.analysis.inputs import build_backbone, config_resize, object_points
+from inline_backbones.shapes_dataset import render_image
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 SEG_CONFIG = osp.join(ROOT, 'mmseg_configs', 'inline-swin-mini_upernet_shapes-256x256.py')
@@ -30,7 +31,8 @@ def image(tmp_path_factory):
 def test_tool_writes_json_csv_and_pictures(image, tmp_path):
     pytest.importorskip('mmseg')
     out = subprocess.run(
-        [sys.executable, osp.join(ROOT, 'tools', 'analyze_attention.py'), image, image, '--config', SEG_CONFIG,
+        [sys.executable, osp.join(ROOT, 'tools', 'analysis_tools', 'analyze_attention.py'), image, image,
+         '--config', SEG_CONFIG,
          '--size', '96', '128', '--num-queries', '40', '--num-pairs', '30', '--seed', '7', '--num-points', '2',
          '--out-dir', str(tmp_path)],
         capture_output=True, text=True, timeout=300, env={**os.environ, 'PYTHONWARNINGS': 'ignore'})

@@ -1,7 +1,7 @@
-"""tools/benchmark_training.py on a CPU: the config it builds for a measurement, the data it generates in a
-config's own layout, real training iterations of the paper's UperNet and Mask R-CNN InLine-Swin-T configs at a
+"""tools/analysis_tools/benchmark_training.py on a CPU: the config it builds for a measurement, the data it generates
+in a config's own layout, real training iterations of the paper's UperNet and Mask R-CNN InLine-Swin-T configs at a
 scaled-down size, and a torchrun launch with the DDP wrapper and SyncBN handling recorded. Timings are not
-asserted (the GPU figures come from tools/gpu_training_check.sh); the record's structure and content are."""
+asserted (the GPU figures come from tools/device/gpu_training_check.sh); the record's structure and content are."""
 import json
 import os
 import os.path as osp
@@ -14,10 +14,11 @@ import cv2
 import numpy as np
 import pytest
 import torch
+from tool_modules import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
-sys.path.insert(0, osp.join(ROOT, 'tools'))
-import benchmark_training  # noqa: E402
+TOOL = osp.join(ROOT, 'tools', 'analysis_tools', 'benchmark_training.py')
+benchmark_training = load_tool('tools/analysis_tools/benchmark_training.py')
 
 UPERNET_T = osp.join(ROOT, 'mmseg_configs', 'inline-swin-tiny-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py')
 MASK_RCNN_T = osp.join(ROOT, 'mmdet_configs', 'mask-rcnn_inline-swin-t_fpn_ms-crop-1x_coco.py')
@@ -171,7 +172,7 @@ def test_torchrun_launch_wraps_in_ddp_and_records_the_syncbn_choice(tmp_path):
                       "model = dict(decode_head=dict(norm_cfg=norm_cfg), auxiliary_head=dict(norm_cfg=norm_cfg))\n")
     out = tmp_path / 'ddp.json'
     result = subprocess.run([osp.join(osp.dirname(sys.executable), 'torchrun'), '--nproc_per_node', '1',
-                             '--master_port', '29531', osp.join(ROOT, 'tools', 'benchmark_training.py'), str(config),
+                             '--master_port', '29531', TOOL, str(config),
                              '--launcher', 'pytorch', '--iters', '2', '--warmup', '1', '--workers', '0',
                              '--num-images', '4', '--scale-down', '4', '--work-dir', str(tmp_path / 'w'),
                              '--out', str(out)],

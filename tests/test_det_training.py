@@ -7,7 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from shapes_dataset import generate_shapes_dataset
+
+from inline_backbones.shapes_dataset import generate_shapes_dataset
 
 pytestmark = pytest.mark.slow
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))

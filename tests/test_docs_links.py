@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE_DIRS = ('mmdet_configs', 'mmseg_configs', 'tools', 'inline_backbones', 'tests', 'docs', '.ci')
+SOURCE_DIRS = ('mmdet_configs', 'mmseg_configs', 'tools', 'demo', 'inline_backbones', 'tests', 'docs', '.ci')
 CONFIG_DIRS = ('mmdet_configs', 'mmseg_configs')
 COMMAND_FENCES = {'bash', 'sh', 'shell', 'console'}
 FENCE = re.compile(r'^(\s*)(`{3,}|~{3,})\s*([\w+-]*)')

@@ -1,14 +1,11 @@
-"""tools/run_embedded.py reads the per-class results of the demo's evaluations from the logs mmdet and mmseg
+"""demo/run_embedded.py reads the per-class results of the demo's evaluations from the logs mmdet and mmseg
 write (tables built here with the same libraries they use), so that a class the model did not learn fails the
 demo even when the mean looks fine (the 77.9 mIoU run with the triangle at IoU 0)."""
-import os.path as osp
-import sys
-
 from prettytable import PrettyTable
 from terminaltables import AsciiTable
+from tool_modules import load_tool
 
-sys.path.insert(0, osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), 'tools'))
-import run_embedded  # noqa: E402
+run_embedded = load_tool('demo/run_embedded.py')
 
 CLASSES = ('disc', 'box', 'triangle', 'hexagon')
 

@@ -1,4 +1,4 @@
-"""tools/eval_imagenet.py end to end on generated ImageFolders, with released-format fixture models.
+"""tools/analysis_tools/eval_imagenet.py end to end on generated ImageFolders, with released-format fixture models.
 
 Expected accuracies are computed here independently of the tool: the authors' (Swin's) evaluation
 transform written with torchvision (resize 256 bicubic, centre crop 224, ImageNet mean/std), the
@@ -20,7 +20,7 @@ from PIL import Image
 from torchvision import transforms
 
 ROOT = Path(__file__).resolve().parents[1]
-TOOL = ROOT / 'tools' / 'eval_imagenet.py'
+TOOL = ROOT / 'tools' / 'analysis_tools' / 'eval_imagenet.py'
 COLOURS = [(200, 40, 40), (40, 180, 60), (50, 70, 210), (220, 200, 40), (160, 60, 200), (40, 190, 200)]
 
 

@@ -15,9 +15,9 @@ import sys
 
 import pytest
 from mmengine.config import Config
-from shapes_dataset import generate_shapes_dataset
 
 from inline_backbones.released import SWIN_ARCH_CHECKPOINTS
+from inline_backbones.shapes_dataset import generate_shapes_dataset
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 CLASS_CHECK = dict(type='inline_backbones.ClassCheckHook')
@@ -134,12 +134,12 @@ def _runner(config, root, work_dir, exclude=None, **extra):
 
 
 def test_written_config_takes_classes_and_paths_from_the_json(tmp_path):
-    """tools/finetune_config.py: classes in category-id order from the json, written into every head, split and
+    """tools/misc/finetune_config.py: classes in category-id order from the json, written into every head, split and
     evaluator; a json with masks gives Mask R-CNN."""
     root = tmp_path / 'my_data'
     generate_shapes_dataset(str(root), num_train=2, num_val=1, seed=0)
     out = tmp_path / 'configs' / 'finetune.py'
-    tool = osp.join(ROOT, 'tools', 'finetune_config.py')
+    tool = osp.join(ROOT, 'tools', 'misc', 'finetune_config.py')
     done = subprocess.run([sys.executable, tool, str(root), '--out', str(out)], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
@@ -290,8 +290,8 @@ def test_a_child_that_sets_only_classes_is_refused_naming_every_list_and_the_fix
         assert (f'  categories of the {split} annotation file {root}/annotations/instances_{split}.json (4): disc, '
                 'box, triangle, hexagon\n      missing: star, ring, cross') in message
     assert "heads' num_classes: roi_head.bbox_head 4, roi_head.mask_head 4 (the classes are 7)" in message
-    command = (f'python tools/finetune_config.py {root}/ --train-json annotations/instances_train.json --train-images '
-               'images/train/ --val-json annotations/instances_val.json --val-images images/val/ --out '
+    command = (f'python tools/misc/finetune_config.py {root}/ --train-json annotations/instances_train.json '
+               '--train-images images/train/ --val-json annotations/instances_val.json --val-images images/val/ --out '
                'configs/finetune_my_data.py')
     assert f'\n  {command}\n' in message
     words = shlex.split(command)                  # the command, run (written elsewhere), gives the file's classes
@@ -340,7 +340,7 @@ def test_an_annotation_file_with_more_categories_is_refused_unless_a_subset_is_a
 def test_classes_in_another_order_than_the_file_are_refused_as_mmdet_numbers_labels_in_the_files_order(tmp_path):
     """mmdet's CocoDataset gives label i to the i-th category the json lists (among the classes), whatever the
     order of `classes`: a json listing the 4 categories in another order would put the config's names on the wrong
-    labels. The hook refuses it; tools/finetune_config.py writes the json's order, which passes."""
+    labels. The hook refuses it; tools/misc/finetune_config.py writes the json's order, which passes."""
     from mmdet.datasets import CocoDataset
 
     from inline_backbones.class_check import ClassMismatchError, check_classes

@@ -1,4 +1,4 @@
-"""tools/gpu_training_check.sh (the training device script) and tools/fetch_gpu_wheels.sh without a GPU:
+"""tools/device/gpu_training_check.sh (the training device script) and tools/setup/fetch_gpu_wheels.sh without a GPU:
 syntax, the dry run's plan (the CUDA build first, the CPU-ops fallback, the run matrix in priority order),
 and that the carried wheels plus the GPU image's packages cover every runtime need of the stack."""
 import os
@@ -8,8 +8,8 @@ from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CHECK = ROOT / 'tools' / 'gpu_training_check.sh'
-FETCH = ROOT / 'tools' / 'fetch_gpu_wheels.sh'
+CHECK = ROOT / 'tools' / 'device' / 'gpu_training_check.sh'
+FETCH = ROOT / 'tools' / 'setup' / 'fetch_gpu_wheels.sh'
 BACKBONE_CHECK = ROOT / 'tools' / 'gpu_backbone_check.sh'
 # Python packages of the GPU machine's image that the stack needs (/work/.library/device/KINDS.md's list).
 GPU_IMAGE = {'numpy', 'scipy', 'matplotlib', 'six', 'tqdm', 'packaging', 'pillow', 'pyyaml', 'rich', 'regex',
@@ -28,7 +28,7 @@ def test_dry_run_plans_build_then_matrix(tmp_path):
     assert out.returncode == 0, out.stderr
     cmds = [line[2:] for line in out.stdout.splitlines() if line.startswith('+ ')]
     assert '-m pip install -q --no-index --no-deps' in cmds[0] and '--target /tmp/site' in cmds[0]
-    assert cmds[1].endswith('bash tools/setup_env.sh --mmcv-wheel --cuda') and 'PIP_NO_INDEX=1' in cmds[1]
+    assert cmds[1].endswith('bash tools/setup/setup_env.sh --mmcv-wheel --cuda') and 'PIP_NO_INDEX=1' in cmds[1]
     runs = [c for c in cmds if 'benchmark_training.py' in c]
     first = runs[0]
     assert 'inline-swin-tiny-in1k-pre_upernet' in first and '--amp fp16' in first and '--iters 50' in first
@@ -37,7 +37,8 @@ def test_dry_run_plans_build_then_matrix(tmp_path):
     assert any('mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_ms-crop-3x_coco.py' in c for c in runs)
     assert any('--padding-aware off' in c and 'upernet' in c for c in runs)
     ddp = [c for c in runs if '--launcher pytorch' in c]
-    assert len(ddp) == 1 and '-m torch.distributed.run --nproc_per_node 1 tools/benchmark_training.py' in ddp[0]
+    assert len(ddp) == 1
+    assert '-m torch.distributed.run --nproc_per_node 1 tools/analysis_tools/benchmark_training.py' in ddp[0]
     assert sum('--backbone-only' in c for c in runs) == 18
     assert all(re.search(r'--out \S+\.json$', c) for c in runs)
     assert out.stdout.strip().endswith(f'dry run: {len(runs)} runs planned, nothing run')
@@ -64,7 +65,7 @@ def test_carried_wheels_and_the_image_cover_the_stacks_needs():
     for dist in ('mmengine', 'mmcv', 'mmdet', 'mmsegmentation', 'pycocotools', 'shapely', 'prettytable', 'ftfy',
                  'yapf', 'termcolor', 'addict', 'terminaltables', 'platformdirs', 'wcwidth'):
         missing = _requires(dist) - have
-        assert not missing, f'{dist} needs {missing}: carry them (tools/fetch_gpu_wheels.sh) or check the image'
+        assert not missing, f'{dist} needs {missing}: carry them (tools/setup/fetch_gpu_wheels.sh) or check the image'
 
 
 def test_backbone_check_dry_run_plans_the_gpu_tests_then_every_benchmark(tmp_path):

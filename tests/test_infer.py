@@ -8,14 +8,16 @@ import subprocess
 import sys
 
 import cv2
-import infer
 import numpy as np
 import pytest
 import torch
-from get_flops import build
-from shapes_dataset import CLASSES, PALETTE, render_image
+from tool_modules import load_tool
 
 from inline_backbones.models.backbone import Backbone
+from inline_backbones.shapes_dataset import CLASSES, PALETTE, render_image
+from inline_backbones.task_tools import build_task_model as build
+
+infer = load_tool('tools/infer.py')
 
 pytestmark = pytest.mark.slow
 

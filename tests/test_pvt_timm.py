@@ -126,8 +126,8 @@ def test_flops_at_224_are_the_papers_and_params_the_authors(arch, gflops):
 
 
 def test_eval_imagenet_tool_takes_the_pvt_models(tmp_path):
-    """tools/eval_imagenet.py scores an InLine-PVT file through the squash-crop transform, with the model's
-    own predictions as the reference."""
+    """tools/analysis_tools/eval_imagenet.py scores an InLine-PVT file through the squash-crop transform, with the
+    model's own predictions as the reference."""
     from test_eval_imagenet import load_tool, make_image_folder
 
     tool = load_tool()

@@ -14,7 +14,6 @@ import copy
 import glob
 import os.path as osp
 import re
-import sys
 
 import pytest
 import torch
@@ -174,11 +173,8 @@ def test_segmentation_recipe(name):
 ])
 def test_cpu_processes_get_bn_for_every_syncbn(folder, name, paths):
     """tools/train.py's CPU multi-process path: the --cfg-options it adds leave no SyncBN in the model."""
-    sys.path.insert(0, osp.join(ROOT, 'tools'))
-    try:
-        from _task_tools import syncbn_to_bn_options
-    finally:
-        sys.path.pop(0)
+    from inline_backbones.task_tools import syncbn_to_bn_options
+
     cfg = load(folder, name)
     options = syncbn_to_bn_options(cfg.model)
     assert options == [f'{path}.type=BN' for path in paths]

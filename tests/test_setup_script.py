@@ -1,5 +1,5 @@
 """The set-up script's logic, without building anything: path resolution, the wheel-cache key, the
-Python check and the failure report (``tools/setup_env.sh --plan`` and stub interpreters)."""
+Python check and the failure report (``tools/setup/setup_env.sh --plan`` and stub interpreters)."""
 import os
 import shutil
 import subprocess
@@ -7,7 +7,7 @@ import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / 'tools' / 'setup_env.sh'
+SCRIPT = ROOT / 'tools' / 'setup' / 'setup_env.sh'
 
 
 def _plan(script=SCRIPT, cwd=None, **env):
@@ -18,11 +18,11 @@ def _plan(script=SCRIPT, cwd=None, **env):
 
 def _copy_repo_files(dst):
     """The files the script reads, in a fake repository root ``dst``."""
-    (dst / 'tools').mkdir(parents=True)
-    shutil.copy(SCRIPT, dst / 'tools' / 'setup_env.sh')
+    (dst / 'tools' / 'setup').mkdir(parents=True)
+    shutil.copy(SCRIPT, dst / 'tools' / 'setup' / 'setup_env.sh')
     for name in ('requirements.txt', 'requirements-test.txt'):
         shutil.copy(ROOT / name, dst / name)
-    return dst / 'tools' / 'setup_env.sh'
+    return dst / 'tools' / 'setup' / 'setup_env.sh'
 
 
 def _stub_python(path, version, pip_fails=False):
@@ -53,7 +53,7 @@ def test_relative_venv_resolves_against_the_callers_directory(tmp_path):
 def test_make_passes_an_absolute_venv_also_with_make_C(tmp_path):
     out = subprocess.run(['make', '-n', '-C', str(ROOT), 'setup', 'VENV=rel/venv'], cwd=tmp_path,
                          capture_output=True, text=True, check=True).stdout
-    assert f'VENV={ROOT}/rel/venv bash tools/setup_env.sh' in out
+    assert f'VENV={ROOT}/rel/venv bash tools/setup/setup_env.sh' in out
     out = subprocess.run(['make', '-n', '-C', str(ROOT), 'test'], cwd=tmp_path, capture_output=True, text=True,
                          check=True).stdout
     assert f'{ROOT}/.venv/bin/python -m pytest' in out
@@ -73,7 +73,7 @@ def test_recipe_key_follows_the_build_recipe_only(tmp_path):
     assert _plan(edited_build, INLINE_CACHE=str(tmp_path / 'c'))['recipe_key'] != base['recipe_key']
 
     other_torch = _copy_repo_files(tmp_path / 'd')
-    req = other_torch.parent.parent / 'requirements.txt'
+    req = other_torch.parents[2] / 'requirements.txt'
     req.write_text(req.read_text().replace('torch==2.14.1', 'torch==2.13.0'))
     assert _plan(other_torch, INLINE_CACHE=str(tmp_path / 'c'))['recipe_key'] != base['recipe_key']
 

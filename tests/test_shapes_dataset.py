@@ -6,7 +6,8 @@ import os
 import cv2
 import numpy as np
 from pycocotools.coco import COCO
-from shapes_dataset import CLASSES, generate_shapes_dataset
+
+from inline_backbones.shapes_dataset import CLASSES, generate_shapes_dataset
 
 
 def _files(root):

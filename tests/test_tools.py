@@ -1,5 +1,5 @@
-"""tools/get_flops.py and tools/measure_padding.py end to end (small models, random weights; tools/infer.py:
-test_infer.py)."""
+"""tools/analysis_tools/get_flops.py, tools/train.py and tools/test.py end to end (small models, random weights;
+tools/infer.py: test_infer.py)."""
 import os
 import os.path as osp
 import re
@@ -8,8 +8,10 @@ import sys
 
 import pytest
 import torch
+from tool_modules import load_tool
 
 from inline_backbones.analysis import flop_analyzer
+from inline_backbones.task_tools import build_task_model
 
 pytestmark = pytest.mark.slow
 
@@ -27,23 +29,18 @@ def _tool(name, *args, cwd=None):
 
 @pytest.fixture(scope='module')
 def get_flops():
-    sys.path.insert(0, osp.join(ROOT, 'tools'))
-    try:
-        import get_flops
-        yield get_flops
-    finally:
-        sys.path.remove(osp.join(ROOT, 'tools'))
+    return load_tool('tools/analysis_tools/get_flops.py')
 
 
 def test_get_flops_counts_the_whole_model_and_prints_it(get_flops):
     params, flops, shape = get_flops.count(DET_CONFIG, (128, 160))
-    task, model, _ = get_flops.build(DET_CONFIG)
+    task, model, _ = build_task_model(DET_CONFIG)
     assert task == 'mmdet' and shape == (128, 160)
     assert params == sum(p.numel() for p in model.parameters())
     with torch.no_grad():
         backbone = flop_analyzer(model.backbone, (torch.randn(1, 3, 128, 160),)).total()
     assert flops > backbone > 0                   # neck and heads counted on top of the backbone
-    stdout = _tool('get_flops.py', DET_CONFIG, SEG_CONFIG, '--shape', '128', '160', '--markdown')
+    stdout = _tool('analysis_tools/get_flops.py', DET_CONFIG, SEG_CONFIG, '--shape', '128', '160', '--markdown')
     det = re.search(r'mask-rcnn_inline-swin-mini_fpn_shapes\.py: params ([\d.]+)M, FLOPs (\d+)G at 128x160', stdout)
     assert det and det.group(1) == f'{params / 1e6:.1f}' and det.group(2) == f'{flops / 1e9:.0f}', stdout
     assert 'inline-swin-mini_upernet_shapes-256x256.py: params' in stdout

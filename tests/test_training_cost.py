@@ -1,14 +1,13 @@
-"""tools/training_cost.py on synthetic records: iterations read from the configs, measured / twin / derived
-rows, GPU-hours and 8-GPU wall time, the reference columns, and the refusal of scaled-down CPU records."""
+"""tools/analysis_tools/training_cost.py on synthetic records: iterations read from the configs, measured / twin /
+derived rows, GPU-hours and 8-GPU wall time, the reference columns, and the refusal of scaled-down CPU records."""
 import json
 import os.path as osp
-import sys
 
 import pytest
+from tool_modules import load_tool
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
-sys.path.insert(0, osp.join(ROOT, 'tools'))
-import training_cost  # noqa: E402
+training_cost = load_tool('tools/analysis_tools/training_cost.py')
 
 MASK_T1 = 'mmdet_configs/mask-rcnn_inline-swin-t_fpn_ms-crop-1x_coco.py'
 MASK_S1 = 'mmdet_configs/mask-rcnn_inline-swin-s_fpn_ms-crop-1x_coco.py'

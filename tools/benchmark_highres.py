@@ -153,7 +153,7 @@ def build_backbone(name, size):
 def build_task_model(task, name):
     """A whole detector/segmentor in ``tensor`` mode, as a callable on an image batch."""
 
-    from get_flops import build
+    from inline_backbones.task_tools import build_task_model as build
 
     if name not in TASK_CONFIGS[task]:
         raise SystemExit(f'no {task} config for {name!r}; choose from {sorted(TASK_CONFIGS[task])}')

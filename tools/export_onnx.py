@@ -46,9 +46,10 @@ from inline_backbones.export import (
 def build_model(name, checkpoint=None, cfg_options=None, backbone_only=False):
     """(eval-mode module, description) for a config path or a timm model name."""
     if name.endswith('.py'):
-        from _task_tools import task_of
         from mmengine.registry import init_default_scope
         from mmengine.runner import load_checkpoint
+
+        from inline_backbones.task_tools import task_of
 
         cfg = Config.fromfile(name)
         if cfg_options:

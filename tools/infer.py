@@ -29,8 +29,8 @@ import resource
 import time
 
 import torch
-from _task_tools import task_of
 
+from inline_backbones.task_tools import task_of
 from inline_backbones.tool_inputs import check_checkpoint, check_config, exit_on_input_error, image_inputs
 
 NATIVE_RESIZE = dict(type='Resize', scale_factor=1.0, keep_ratio=True)

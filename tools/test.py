@@ -4,7 +4,7 @@ Same options as ``mim test mmdet|mmseg CONFIG``; for several GPUs or processes u
 ``torchrun --nproc_per_node=8 tools/test.py CONFIG --launcher pytorch``
 (docs/training.md#commands-mim-torchrun-slurm-batch-size-and-learning-rate).
 """
-from _task_tools import run_task_tool
+from inline_backbones.task_tools import run_task_tool
 
 if __name__ == '__main__':
     run_task_tool('test')

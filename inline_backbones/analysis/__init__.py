@@ -1,7 +1,7 @@
 """Analyses of InLine-Swin models.
 
 * :mod:`.flops`: FLOP counting with mmengine's analysis (``flop_analyzer``);
-* attention analysis (``tools/analyze_attention.py``): exact rows of ``A`` for sampled queries
+* attention analysis (``tools/analysis_tools/analyze_attention.py``): exact rows of ``A`` for sampled queries
   (:mod:`.rows`), their statistics (:mod:`.statistics`: negative weights, locality, injectivity),
   per layer and head (:mod:`.layer`) from hooked inputs (:mod:`.capture`), run over images
   (:mod:`.run`, :mod:`.inputs`) and written as JSON/CSV (:mod:`.report`) and pictures (:mod:`.plots`).

@@ -1,6 +1,6 @@
 """Params and FLOPs of this repo's detectors / segmentors (or a bare backbone) with mmengine's analysis.
 
-    python tools/get_flops.py CONFIG [CONFIG ...] [--shape H W] [--markdown]
+    python tools/analysis_tools/get_flops.py CONFIG [CONFIG ...] [--shape H W] [--markdown]
 
 FLOPs are multiply-adds counted by mmengine's ``FlopAnalyzer`` on one image of ``--shape`` (default
 800x1280 for mmdet configs, 512x2048 for mmseg configs; the model's ``tensor`` forward: backbone, neck
@@ -13,37 +13,16 @@ import os.path as osp
 from functools import partial
 
 import torch
-from _task_tools import task_of
-from mmengine.config import Config
-from mmengine.model import revert_sync_batchnorm
-from mmengine.registry import init_default_scope
 
 from inline_backbones.analysis import flop_analyzer
+from inline_backbones.task_tools import build_task_model
 
 DEFAULT_SHAPE = {'mmdet': (800, 1280), 'mmseg': (512, 2048)}
 
 
-def build(config):
-    task = task_of(config)
-    cfg = Config.fromfile(config)
-    cfg.model.backbone.init_cfg = None
-    if task == 'mmdet':
-        from mmdet.registry import MODELS
-        from mmdet.structures import DetDataSample as Sample
-        from mmdet.utils import register_all_modules
-        register_all_modules(init_default_scope=False)
-    else:
-        from mmseg.registry import MODELS
-        from mmseg.structures import SegDataSample as Sample
-        from mmseg.utils import register_all_modules
-        register_all_modules(init_default_scope=False)
-    init_default_scope(task)
-    return task, revert_sync_batchnorm(MODELS.build(cfg.model)).eval(), Sample
-
-
 def count(config, shape=None):
     """(params, FLOPs) of the config's model on one image of ``shape`` (H, W)."""
-    task, model, Sample = build(config)
+    task, model, Sample = build_task_model(config)
     H, W = shape or DEFAULT_SHAPE[task]
     meta = dict(img_shape=(H, W), ori_shape=(H, W), pad_shape=(H, W), batch_input_shape=(H, W),
                 scale_factor=(1.0, 1.0))

@@ -1,7 +1,7 @@
 """Params and FLOPs of the InLine-Swin and InLine-PVT ImageNet classifiers (timm models) at 224x224, against the
 paper.
 
-    python tools/classifier_flops.py [--models inline_swin_tiny ... inline_pvt_large]
+    python tools/analysis_tools/classifier_flops.py [--models inline_swin_tiny ... inline_pvt_large]
         [--size 224] [--reference swin_tiny_patch4_window7_224 ...]
 
 FLOPs are multiply-adds of one image counted by mmengine's ``FlopAnalyzer`` through

@@ -1,10 +1,10 @@
 """Generate the embedded "shapes" dataset (COCO instances + label maps), deterministically.
 
-    python tools/make_shapes_dataset.py [--root data/shapes] [--train 400] [--val 100] [--seed 0]
+    python tools/misc/make_shapes_dataset.py [--root data/shapes] [--train 400] [--val 100] [--seed 0]
 """
 import argparse
 
-from shapes_dataset import generate_shapes_dataset
+from inline_backbones.shapes_dataset import generate_shapes_dataset
 
 
 def main():

@@ -2,7 +2,7 @@
 Mask R-CNN and UperNet on it from scratch, evaluate them (mmdet's CocoMetric, mmseg's IoUMetric), and
 draw their predictions on a validation image.
 
-    python tools/run_embedded.py [--work-dir work_dirs/embedded] [--out-dir outputs/embedded]
+    python demo/run_embedded.py [--work-dir work_dirs/embedded] [--out-dir outputs/embedded]
 
 Each step is the command a user would type (tools/train.py, tools/infer.py), run as a subprocess; the
 summary at the end gives the validation metrics, per class, and wall-clock times. The configs fix the seed
@@ -93,7 +93,7 @@ def main():
     seed = [] if args.seed is None else ['--cfg-options', f'randomness.seed={args.seed}']
     det_dir, seg_dir = osp.join(args.work_dir, 'det'), osp.join(args.work_dir, 'seg')
 
-    step('generate the shapes dataset', ['tools/make_shapes_dataset.py', '--root', 'data/shapes'])
+    step('generate the shapes dataset', ['tools/misc/make_shapes_dataset.py', '--root', 'data/shapes'])
     det_log, det_time = step('train + evaluate Mask R-CNN',
                              ['tools/train.py', DET_CONFIG, '--work-dir', det_dir, *seed])
     step('draw detections', ['tools/infer.py', DET_CONFIG, last_checkpoint(det_dir), VAL_IMAGE,

@@ -1,9 +1,9 @@
 """What it costs to reproduce the paper's trainings: GPU-hours and wall time from measured seconds per iteration.
 
-    python tools/training_cost.py RECORD.json [RECORD.json ...] [--amp fp16] [--padding-aware config]
+    python tools/analysis_tools/training_cost.py RECORD.json [RECORD.json ...] [--amp fp16] [--padding-aware config]
         [--out docs_table.md] [--only REGEX]
 
-RECORDs are the JSON files of ``tools/benchmark_training.py`` (one training run each; ``--backbone-only``
+RECORDs are the JSON files of ``tools/analysis_tools/benchmark_training.py`` (one training run each; ``--backbone-only``
 records give a backbone's forward + backward time). For every schedule of the paper (Mask R-CNN and Cascade
 Mask R-CNN 1x/3x with InLine-Swin-T/S/B, UperNet 160k T/S/B, InLine-PVT-T/S/M/L Mask R-CNN 1x, RetinaNet 1x and
 Semantic FPN 40k) the table gives:
@@ -33,7 +33,7 @@ import os.path as osp
 import re
 import sys
 
-ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 COCO_TRAIN_IMAGES = 117266      # train2017 images with annotations (filter_empty_gt=True in every COCO config)
 GPUS = 8                        # the recipe: 8 GPUs x 2 images
 
@@ -191,7 +191,8 @@ def markdown(rows, records_paths, amp):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    parser.add_argument('records', nargs='+', help='JSON records of tools/benchmark_training.py (globs allowed)')
+    parser.add_argument('records', nargs='+',
+                        help='JSON records of tools/analysis_tools/benchmark_training.py (globs allowed)')
     parser.add_argument('--amp', choices=('none', 'fp16', 'bf16'), default='fp16')
     parser.add_argument('--padding-aware', choices=('config', 'on', 'off'), default='config')
     parser.add_argument('--only', help='rows whose config path matches this regular expression')

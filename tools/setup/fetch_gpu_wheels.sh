@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Download, on a machine with PyPI access, everything tools/gpu_training_check.sh installs on the GPU machine
+# Download, on a machine with PyPI access, everything tools/device/gpu_training_check.sh installs on the GPU machine
 # (which has Python 3.12 with torch, numpy, scipy, matplotlib, opencv-python-headless, pillow, pyyaml, rich,
 # six, tqdm, regex, psutil and ninja, and cannot reach any registry):
 #
-#   bash tools/fetch_gpu_wheels.sh            # into <repo>/.gpu_wheels (ignored by git)
-#   bash tools/fetch_gpu_wheels.sh DIR        # elsewhere
+#   bash tools/setup/fetch_gpu_wheels.sh            # into <repo>/.gpu_wheels (ignored by git)
+#   bash tools/setup/fetch_gpu_wheels.sh DIR        # elsewhere
 #
 # What it fetches: CPython 3.12 manylinux x86_64 wheels (pure-Python ones where the package is pure) of the
 # OpenMMLab stack pinned in requirements.txt (mmengine, mmdet, mmsegmentation, pycocotools) and the
@@ -14,7 +14,7 @@
 # One version of each, --no-deps: the list above is the whole closure (checked by
 # tests/test_gpu_training_check.py against the packages' own Requires-Dist). About 10 MB.
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 DEST="${1:-$ROOT/.gpu_wheels}"
 PY="${PYTHON:-python3}"
 REQ="$ROOT/requirements.txt"

@@ -1,5 +1,7 @@
-"""Run mmdet's or mmseg's own ``tools/<name>.py`` (shipped inside the installed package under
-``.mim/tools``) for a config of this repo, choosing the library from the config's ``default_scope``.
+"""mmdet or mmseg, chosen by a config's ``default_scope``: the task of a config (:func:`task_of`), its model built
+outside a Runner (:func:`build_task_model`), and mmdet's or mmseg's own ``tools/<name>.py`` (shipped inside the
+installed package under ``.mim/tools``) run for it (:func:`run_task_tool`, behind ``tools/train.py`` and
+``tools/test.py``). Nothing here imports mmdet or mmseg until a function needs it.
 
 One addition for CPU-only machines: mmengine's ``pytorch`` launcher calls ``torch.cuda.set_device`` and
 wraps the model with ``device_ids=[LOCAL_RANK]``, both of which fail without a GPU. Under ``torchrun``
@@ -27,6 +29,30 @@ def task_of(config):
     if scope not in ('mmdet', 'mmseg'):
         raise SystemExit(f'{cfg.filename}: default_scope is {scope!r}; expected an mmdet or mmseg config')
     return scope
+
+
+def build_task_model(config):
+    """``(task, model, Sample)`` for a config (path or ``Config``): its model in eval mode, built by the task's
+    registry without ``init_cfg`` weights (no download), SyncBN reverted to BN (no process group needed), and the
+    task's data sample class (``DetDataSample`` / ``SegDataSample``)."""
+    from mmengine.config import Config
+    from mmengine.model import revert_sync_batchnorm
+    from mmengine.registry import init_default_scope
+
+    cfg = config if isinstance(config, Config) else Config.fromfile(config)
+    task = task_of(cfg)
+    cfg.model.backbone.init_cfg = None
+    if task == 'mmdet':
+        from mmdet.registry import MODELS
+        from mmdet.structures import DetDataSample as Sample
+        from mmdet.utils import register_all_modules
+    else:
+        from mmseg.registry import MODELS
+        from mmseg.structures import SegDataSample as Sample
+        from mmseg.utils import register_all_modules
+    register_all_modules(init_default_scope=False)
+    init_default_scope(task)
+    return task, revert_sync_batchnorm(MODELS.build(cfg.model)).eval(), Sample
 
 
 def syncbn_to_bn_options(model_cfg, prefix='model'):
@@ -83,7 +109,7 @@ def run_task_tool(name):
         raise SystemExit(f'usage: python tools/{name}.py CONFIG [options of mmdet/mmseg tools/{name}.py]')
     from mmengine.config import Config
 
-    from inline_backbones.tool_inputs import check_config, exit_on_input_error
+    from .tool_inputs import check_config, exit_on_input_error
 
     with exit_on_input_error(name):
         check_config(sys.argv[1])

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # The training device script: mmcv built with CUDA ops (timed), then real training iterations of the paper's
-# configs through mmengine's Runner (tools/benchmark_training.py) beside mmdet's/mmseg's own Swin-T, a torchrun
-# launch, backbone times for the S/B rows, and the cost table (tools/training_cost.py). Everything under $OUT.
+# configs through mmengine's Runner (tools/analysis_tools/benchmark_training.py) beside mmdet's/mmseg's own Swin-T, a torchrun
+# launch, backbone times for the S/B rows, and the cost table (tools/analysis_tools/training_cost.py). Everything under $OUT.
 #
-#   bash tools/fetch_gpu_wheels.sh                  # first, on a machine with PyPI access: fills .gpu_wheels/
-#   OUT=/some/dir bash tools/gpu_training_check.sh  # on the GPU machine, from the repository root
-#   DRY_RUN=1 OUT=/tmp/plan bash tools/gpu_training_check.sh   # anywhere: print the commands, run nothing
+#   bash tools/setup/fetch_gpu_wheels.sh                  # first, on a machine with PyPI access: fills .gpu_wheels/
+#   OUT=/some/dir bash tools/device/gpu_training_check.sh  # on the GPU machine, from the repository root
+#   DRY_RUN=1 OUT=/tmp/plan bash tools/device/gpu_training_check.sh   # anywhere: print the commands, run nothing
 #
 # The GPU machine (docs/training_cost.md): Python 3.12 with torch 2.11 + CUDA 13, nvcc, 16 cores, no network,
 # no OpenMMLab package. So: the carried wheels of .gpu_wheels/ are installed into /tmp/site (PYTHONPATH), mmcv
-# is built from its carried sdist by `tools/setup_env.sh --mmcv-wheel --cuda` (MMCV_WITH_OPS=1 FORCE_CUDA=1,
+# is built from its carried sdist by `tools/setup/setup_env.sh --mmcv-wheel --cuda` (MMCV_WITH_OPS=1 FORCE_CUDA=1,
 # TORCH_CUDA_ARCH_LIST of the GPU, MAX_JOBS=nproc) within BUILD_BUDGET_S seconds, else with CPU ops only
 # (--cpu-ops: enough for UperNet; Mask R-CNN's RoIAlign then has no CUDA kernel and its runs are skipped).
 # MMCV_WHEEL=path/to/mmcv-*.whl skips the build (a wheel from an earlier run's $OUT, carried).
@@ -23,11 +23,11 @@
 #
 # Files under $OUT (the device tool brings back at most 8): log.txt (every command and its output),
 # build.txt (the mmcv build: command, seconds, result), records.json (every record), cost_fp16.md and
-# cost_bf16.md (tools/training_cost.py's tables), summary.md (one line per run), and the mmcv wheel when it
+# cost_bf16.md (tools/analysis_tools/training_cost.py's tables), summary.md (one line per run), and the mmcv wheel when it
 # is under 16 MB.
 set -uo pipefail
 : "${OUT:?set OUT to the folder for the results}"
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 WHEELS="${GPU_WHEELS:-$ROOT/.gpu_wheels}"
 SITE="${SITE:-/tmp/site}"
@@ -56,7 +56,7 @@ run() {
 
 # ---- 1. the carried wheels -----------------------------------------------------------------------------
 if [ -z "$DRY_RUN" ]; then
-  compgen -G "$WHEELS/*.whl" >/dev/null || { say "no wheels in $WHEELS: run tools/fetch_gpu_wheels.sh and carry it"; exit 1; }
+  compgen -G "$WHEELS/*.whl" >/dev/null || { say "no wheels in $WHEELS: run tools/setup/fetch_gpu_wheels.sh and carry it"; exit 1; }
 fi
 run "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
   "$WHEELS"/*.whl || { say "installing the carried wheels failed"; exit 1; }
@@ -74,10 +74,10 @@ MMCV_OPS=cuda
 build() {   # $1: --cuda or --cpu-ops, $2: seconds allowed
   local t0=$SECONDS rc
   echo "+ PYTHON=$PY PIP_NO_INDEX=1 PIP_FIND_LINKS=$WHEELS INLINE_CACHE=/tmp/inline_cache timeout $2" \
-       "bash tools/setup_env.sh --mmcv-wheel $1" | tee -a "$LOG" "$OUT/build.txt"
+       "bash tools/setup/setup_env.sh --mmcv-wheel $1" | tee -a "$LOG" "$OUT/build.txt"
   [ -n "$DRY_RUN" ] && { MMCV_WHEEL_PATH=/tmp/inline_cache/mmcv.whl; return 0; }
   PYTHON="$PY" PIP_NO_INDEX=1 PIP_FIND_LINKS="$WHEELS" INLINE_CACHE=/tmp/inline_cache MAX_JOBS="$(nproc)" \
-    timeout "$2" bash tools/setup_env.sh --mmcv-wheel "$1" >/tmp/build_out.txt 2>&1
+    timeout "$2" bash tools/setup/setup_env.sh --mmcv-wheel "$1" >/tmp/build_out.txt 2>&1
   rc=$?
   cat /tmp/build_out.txt >>"$LOG"
   echo "rc=$rc seconds=$((SECONDS - t0)) ($1, budget $2 s)" | tee -a "$OUT/build.txt" "$SUMMARY"
@@ -108,7 +108,7 @@ UPER_SWIN=mmseg::swin/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k
 MASK_T=mmdet_configs/mask-rcnn_inline-swin-t_fpn_ms-crop-1x_coco.py
 MASK_SWIN=mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_ms-crop-3x_coco.py
 n=0
-# bench NAME SECONDS_CAP ARGS...: one tools/benchmark_training.py run into $RECORDS/NAME.json if time is left.
+# bench NAME SECONDS_CAP ARGS...: one tools/analysis_tools/benchmark_training.py run into $RECORDS/NAME.json if time is left.
 bench() {
   local name="$1" cap="$2" rc; shift 2
   n=$((n + 1))
@@ -120,7 +120,7 @@ bench() {
   if [ "$1" = -m ]; then     # a launcher module and its own arguments come first
     run timeout "$budget" "$PY" "$@" --out "$RECORDS/$name.json"
   else
-    run timeout "$budget" "$PY" tools/benchmark_training.py "$@" --out "$RECORDS/$name.json"
+    run timeout "$budget" "$PY" tools/analysis_tools/benchmark_training.py "$@" --out "$RECORDS/$name.json"
   fi
   rc=$?
   [ -n "$DRY_RUN" ] && return 0
@@ -147,7 +147,7 @@ bench uper_inline_bf16_pa-on "$RUN_S" "$UPER_T" "${COMMON[@]}" --amp bf16
 bench uper_swin_bf16 "$RUN_S" "$UPER_SWIN" "${COMMON[@]}" --amp bf16
 bench uper_inline_fp16_pa-off "$RUN_S" "$UPER_T" "${COMMON[@]}" --amp fp16 --padding-aware off
 # torchrun: DDP wrapping, NCCL and the heads' SyncBN on one GPU
-bench uper_inline_fp16_torchrun "$RUN_S" -m torch.distributed.run --nproc_per_node 1 tools/benchmark_training.py \
+bench uper_inline_fp16_torchrun "$RUN_S" -m torch.distributed.run --nproc_per_node 1 tools/analysis_tools/benchmark_training.py \
   "$UPER_T" --iters 20 --warmup 5 --amp fp16 --launcher pytorch
 if [ "$MMCV_OPS" = cuda ]; then
   bench mask_inline_bf16_pa-on "$RUN_S" "$MASK_T" "${COMMON[@]}" --amp bf16
@@ -178,6 +178,6 @@ json.dump(recs, open(sys.argv[2], "w"), indent=1)
 print(len(recs), "records")' "$RECORDS" "$OUT/records.json" | tee -a "$LOG"
 for amp in fp16 bf16; do
   compgen -G "$RECORDS/*.json" >/dev/null && \
-    "$PY" tools/training_cost.py "$RECORDS"/*.json --amp "$amp" --out "$OUT/cost_$amp.md" >>"$LOG" 2>&1
+    "$PY" tools/analysis_tools/training_cost.py "$RECORDS"/*.json --amp "$amp" --out "$OUT/cost_$amp.md" >>"$LOG" 2>&1
 done
 say "done in $((SECONDS - START)) s"

@@ -1,7 +1,7 @@
 """Top-1 / top-5 of an InLine-Swin or InLine-PVT classifier checkpoint on an ImageFolder-layout validation set.
 
-    python tools/eval_imagenet.py DATA_DIR --model inline_swin_tiny --checkpoint inline_swin_t.pth
-    python tools/eval_imagenet.py DATA_DIR --model inline_pvt_tiny --checkpoint inline_pvt_t.pth
+    python tools/analysis_tools/eval_imagenet.py DATA_DIR --model inline_swin_tiny --checkpoint inline_swin_t.pth
+    python tools/analysis_tools/eval_imagenet.py DATA_DIR --model inline_pvt_tiny --checkpoint inline_pvt_t.pth
         [--num-classes N] [--model-args JSON] [--crop-pct F] [--batch-size 64] [--workers 4]
         [--device auto|cpu|cuda] [--bf16] [--out result.json]
 

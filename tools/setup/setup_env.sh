@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Create (or update) the project's virtual environment with the pinned OpenMMLab 2.0 stack.
 #
-#   bash tools/setup_env.sh                 # venv in <repo>/.venv
-#   VENV=path/to/venv bash tools/setup_env.sh   # relative paths are relative to the caller's directory
-#   bash tools/setup_env.sh --plan          # resolve paths and the wheel-cache key, print the plan, do nothing
-#   bash tools/setup_env.sh --cuda          # mmcv's ops built for the GPU (also chosen when nvcc and a GPU are found)
-#   bash tools/setup_env.sh --cpu-ops       # mmcv's CPU ops only, even where nvcc and a GPU are found
-#   PYTHON=python3 bash tools/setup_env.sh --mmcv-wheel [--cuda|--cpu-ops]
+#   bash tools/setup/setup_env.sh                 # venv in <repo>/.venv
+#   VENV=path/to/venv bash tools/setup/setup_env.sh   # relative paths are relative to the caller's directory
+#   bash tools/setup/setup_env.sh --plan          # resolve paths and the wheel-cache key, print the plan, do nothing
+#   bash tools/setup/setup_env.sh --cuda          # mmcv's ops built for the GPU (also chosen when nvcc and a GPU are found)
+#   bash tools/setup/setup_env.sh --cpu-ops       # mmcv's CPU ops only, even where nvcc and a GPU are found
+#   PYTHON=python3 bash tools/setup/setup_env.sh --mmcv-wheel [--cuda|--cpu-ops]
 #                                           # only build (or take from the cache) mmcv's wheel for $PYTHON's own
 #                                           # torch and print its path; no venv, nothing installed
 #
@@ -15,7 +15,7 @@
 # cache key and folder name carry the CUDA release and the arch list. --cpu-ops hides the GPUs from the build
 # (mmcv compiles CUDA ops whenever torch sees a GPU) and gives the CPU flavour: enough for UperNet, not for
 # Mask R-CNN's RoIAlign on CUDA tensors. Offline (the GPU machine): PIP_NO_INDEX=1 PIP_FIND_LINKS=DIR with
-# mmcv's sdist in DIR (tools/fetch_gpu_wheels.sh fetches it).
+# mmcv's sdist in DIR (tools/setup/fetch_gpu_wheels.sh fetches it).
 #
 # mmcv 2.1.0 has no wheel with compiled ops for torch 2.14, so it is built from the sdist once (about
 # 10 minutes on 2 cores), with -std=c++17 patched to -std=c++20 (torch 2.14 headers need it), and the
@@ -26,7 +26,7 @@
 set -euo pipefail
 
 # ---- every path resolved once, here -------------------------------------------------------------
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 abspath() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/$1" ;; esac; }
 VENV="$(abspath "${VENV:-$ROOT/.venv}")"
 CACHE="$(abspath "${INLINE_CACHE:-$HOME/.cache/inline_backbones}")"
@@ -37,7 +37,7 @@ LOG="$CACHE/setup.log"
 MODE=install        # install | --plan
 OPS=auto            # auto (CUDA when nvcc and a GPU are found) | cuda (--cuda) | cpu (--cpu-ops)
 WHEEL_ONLY=no       # --mmcv-wheel: build or reuse mmcv's wheel for $PYTHON's torch, nothing else
-usage() { echo "usage: bash tools/setup_env.sh [--plan] [--cuda | --cpu-ops] [--mmcv-wheel]" >&2; exit 2; }
+usage() { echo "usage: bash tools/setup/setup_env.sh [--plan] [--cuda | --cpu-ops] [--mmcv-wheel]" >&2; exit 2; }
 for arg in "$@"; do
   case "$arg" in
     install) ;;
@@ -187,7 +187,7 @@ run_logged() {
       echo "[setup] what to try: read the full log above; check that the PyPI registry is reachable" \
            "(pip download mmcv==$MMCV_VERSION), that gcc/g++ and the Python $SUPPORTED_PY headers are" \
            "installed, and that the disk has a few GB free; then rerun the same command (finished steps" \
-           "are kept). 'bash tools/setup_env.sh --plan' shows the paths in use."
+           "are kept). 'bash tools/setup/setup_env.sh --plan' shows the paths in use."
     } >&2
     exit 1
   fi

@@ -5,7 +5,7 @@ No weights can be downloaded here, so the backbones are randomly initialised (``
 point is that the full models build, run at detection/segmentation resolution and return well-formed
 results. Writes the input and both visualisations to ``--out-dir``.
 
-    python tools/fullsize_demo.py [--out-dir outputs/fullsize_demo] [--device cpu]
+    python demo/fullsize_demo.py [--out-dir outputs/fullsize_demo] [--device cpu]
 """
 import argparse
 import os

@@ -1,9 +1,9 @@
 """Training iterations of a detection or segmentation config through mmengine's Runner, measured.
 
-    python tools/benchmark_training.py CONFIG [--iters 50] [--warmup 10] [--amp fp16|bf16|none]
+    python tools/analysis_tools/benchmark_training.py CONFIG [--iters 50] [--warmup 10] [--amp fp16|bf16|none]
         [--padding-aware on|off|config] [--batch-size N] [--workers N] [--launcher none|pytorch]
         [--out FILE] [--work-dir DIR] [--num-images 32] [--seed 0] [--scale-down F]
-    torchrun --nproc_per_node 1 tools/benchmark_training.py CONFIG --launcher pytorch ...
+    torchrun --nproc_per_node 1 tools/analysis_tools/benchmark_training.py CONFIG --launcher pytorch ...
 
 CONFIG is a config of this repository (``mmdet_configs/...``, ``mmseg_configs/...``) or an upstream one by its
 scope name, e.g. ``mmseg::swin/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py`` or
@@ -39,7 +39,7 @@ What it does, in order:
    per iteration and per step after ``--warmup`` iterations, the peak memory, whether every loss was finite,
    the iteration count, and the distributed set-up: launcher, world size, backend, the model wrapper's class
    (``MMDistributedDataParallel`` under ``--launcher pytorch``) and the number of SyncBN layers in the
-   wrapped model. ``tools/training_cost.py`` turns such records into the cost table of
+   wrapped model. ``tools/analysis_tools/training_cost.py`` turns such records into the cost table of
    docs/training_cost.md.
 
 Distributed: ``--launcher pytorch`` under torchrun goes through mmengine's own launcher on a GPU (NCCL,
@@ -52,7 +52,7 @@ runs on GPUs only); the record lists the layers it changed.
 ``--scale-down F`` is for tests on a CPU only: it divides the generated images' sizes and every ``scale``,
 ``scales``, ``crop_size`` and ``size`` of the train pipeline and the data preprocessor (and the dataset's
 ``min_size`` filter) by F, so that a real config trains a step in seconds. Its timings say nothing about
-the real sizes: the record carries ``scale_down`` and tools/training_cost.py refuses such records.
+the real sizes: the record carries ``scale_down`` and tools/analysis_tools/training_cost.py refuses such records.
 """
 import argparse
 import json
@@ -69,11 +69,9 @@ import time
 
 import numpy as np
 
-TOOLS = osp.dirname(osp.abspath(__file__))
-ROOT = osp.dirname(TOOLS)
-sys.path.insert(0, ROOT)
-sys.path.insert(0, TOOLS)
-from _task_tools import syncbn_to_bn_options, task_of  # noqa: E402
+from inline_backbones.task_tools import syncbn_to_bn_options, task_of
+
+ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 COCO_SIZES = ((480, 640), (640, 480), (427, 640))     # (height, width): COCO train2017's common sizes
 ADE_SIZES = ((512, 683), (683, 512))                  # ADE20K training images' common sizes

@@ -2,7 +2,7 @@
 negative weights, injectivity (against plain linear attention from the same q, k), locality and the 3x3
 residual's share, per InLine layer and head. Without ``--checkpoint`` the weights are random (a notice says so).
 
-    python tools/analyze_attention.py IMAGE|FOLDER [...] (--config CFG | --arch tiny) [--checkpoint CKPT
+    python tools/analysis_tools/analyze_attention.py IMAGE|FOLDER [...] (--config CFG | --arch tiny) [--checkpoint CKPT
         [--prefix backbone.]] [--size H W] [--num-queries 256] [--num-pairs 256] [--seed 0] [--out-dir DIR]
 
 Rows of the attention matrix are computed exactly for ``--num-queries`` sampled queries per head (in

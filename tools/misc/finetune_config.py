@@ -1,6 +1,6 @@
 """Write a complete fine-tuning config for your COCO-format data (docs/finetune.md).
 
-    python tools/finetune_config.py DATA_ROOT [--train-json annotations/instances_train.json]
+    python tools/misc/finetune_config.py DATA_ROOT [--train-json annotations/instances_train.json]
         [--val-json annotations/instances_val.json] [--train-images images/train/] [--val-images images/val/]
         [--boxes-only auto|yes|no] [--detector mask-rcnn|cascade] [--out configs/finetune_my_data.py]
 
@@ -27,7 +27,7 @@ import os
 import os.path as osp
 import pprint
 
-CONFIGS = osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), 'mmdet_configs')
+CONFIGS = osp.join(osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__)))), 'mmdet_configs')
 BASE = osp.join(CONFIGS, 'mask-rcnn_inline-swin-t_fpn_finetune-custom-coco.py')
 CASCADE = osp.join(CONFIGS, 'cascade-mask-rcnn_inline-swin-t_fpn_ms-crop-1x_coco.py')
 NAMES = {('mask-rcnn', False): 'Mask R-CNN', ('mask-rcnn', True): 'Faster R-CNN',
@@ -79,7 +79,7 @@ def render(args, classes, boxes_only):
     base = osp.relpath(BASE, osp.dirname(osp.abspath(args.out)))
     root = args.data_root.rstrip('/') + '/'
     lines = [
-        f'# Fine-tuning config written by tools/finetune_config.py for {root} ({len(classes)} classes'
+        f'# Fine-tuning config written by tools/misc/finetune_config.py for {root} ({len(classes)} classes'
         + (', boxes only: ' if boxes_only else ', boxes and masks: ') + NAMES[args.detector, boxes_only] + ').',
         '# Every value that depends on your data is written out here, not inherited (docs/finetune.md).',
         f'_base_ = {base!r}',
