@@ -6,10 +6,10 @@ Loading is one pipeline, :func:`load_pretrained`: :func:`load_checkpoint_file` (
 filter (:func:`filter_state_dict`) -> :func:`check_state_dict` (every missing, unexpected and mis-shaped key is an
 error naming them). A family filter is a function ``filter_fn(state_dict, model) -> state_dict``, timm's
 ``checkpoint_filter_fn`` pattern; it lives beside the family's model
-(``inline_backbones/models/<family>_checkpoint.py``, whose docstring lists the key formats it accepts) and is found as
-the model's ``checkpoint_filter`` attribute. It converts the formats it knows into the model's keys, drops what the
-model rebuilds or does not have on purpose, and says which of the model's keys the file need not hold by returning a
-:class:`FilteredStateDict`.
+(``inline_backbones/models/families/<family>_checkpoint.py``, whose docstring lists the key formats it accepts) and is
+found as the model's ``checkpoint_filter`` attribute. It converts the formats it knows into the model's keys, drops
+what the model rebuilds or does not have on purpose, and says which of the model's keys the file need not hold by
+returning a :class:`FilteredStateDict`.
 
 Everything goes through ``torch.load(..., weights_only=True)``; nothing turns the protection off.
 

@@ -30,9 +30,9 @@ from inline_backbones import (
     InLineSwinClassifier,
     InLineSwinTransformer,
 )
+from inline_backbones.models.classifier import _model_function, checkpoint_filter_fn, pretrained_cfg
 from inline_backbones.models.stages import to_nchw, to_nhwc
 from inline_backbones.released import PAPER_FIGURES, RELEASED_CHECKPOINTS
-from inline_backbones.timm_classifier import _model_function, checkpoint_filter_fn, pretrained_cfg
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,13 @@ import pytest
 
 from inline_backbones import InLineAttention, InLineSwinTransformer, WindowAttention, parse_attn_layout
 
+SWIN = InLineSwinTransformer.family      # its layout letters and mixed pair
+
 
 def test_presets():
-    assert parse_attn_layout('IIIS', [2, 2, 6, 2]) == [['inline'] * 2, ['inline'] * 2, ['inline'] * 6, ['window'] * 2]
-    mixed = parse_attn_layout('IIMS2', [2, 2, 18, 2])
+    assert parse_attn_layout('IIIS', [2, 2, 6, 2], SWIN.letters, SWIN.mixed) == [
+        ['inline'] * 2, ['inline'] * 2, ['inline'] * 6, ['window'] * 2]
+    mixed = parse_attn_layout('IIMS2', [2, 2, 18, 2], SWIN.letters, SWIN.mixed)
     assert mixed[2] == ['inline'] * 2 + ['window'] * 16
     assert mixed[3] == ['window'] * 2
 
@@ -74,4 +77,4 @@ def test_window_blocks_shift_on_odd_indices_within_their_stage(layout, stage3):
 
 def test_layout_must_be_a_string():
     with pytest.raises(TypeError, match='attn_type must be a layout string such as "IIIS", got list'):
-        parse_attn_layout(['I', 'I', 'I', 'S'], [2, 2, 6, 2])
+        parse_attn_layout(['I', 'I', 'I', 'S'], [2, 2, 6, 2], SWIN.letters, SWIN.mixed)

@@ -15,6 +15,7 @@ from inline_backbones.models.tokens.token_map import TokenMap
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 SMALL = dict(embed_dims=16, depths=[2, 2, 2, 2], num_heads=[1, 2, 2, 4])
+SWIN = InLineSwinTransformer.family      # its layout letters and mixed pair
 
 
 def naive_linear_weights(attn, x):
@@ -84,8 +85,9 @@ def test_inline_without_residual_is_the_injective_linear_attention(kernel_func):
 
 
 def test_layout_letter_l():
-    assert parse_attn_layout('LLLS', [2, 2, 6, 2]) == [['linear'] * 2, ['linear'] * 2, ['linear'] * 6, ['window'] * 2]
-    assert parse_attn_layout('LIMS1', [2, 2, 3, 2])[2] == ['inline', 'window', 'window']
+    assert parse_attn_layout('LLLS', [2, 2, 6, 2], SWIN.letters, SWIN.mixed) == [
+        ['linear'] * 2, ['linear'] * 2, ['linear'] * 6, ['window'] * 2]
+    assert parse_attn_layout('LIMS1', [2, 2, 3, 2], SWIN.letters, SWIN.mixed)[2] == ['inline', 'window', 'window']
     model = InLineSwinTransformer(arch=SMALL, attn_type='LLIS', linear_kernel_func='exp')
     kinds = [type(b.attn).__name__ for stage in model.layers for b in stage.blocks]
     assert kinds == ['LinearAttention'] * 4 + ['InLineAttention'] * 2 + ['WindowAttention'] * 2

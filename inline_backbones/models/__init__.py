@@ -1,6 +1,7 @@
 """The models: tokens and their maps (:mod:`.tokens`), the token mixers (:mod:`.mixers`), the trunk every family
-shares (:mod:`.trunk`, :mod:`.stages`, :mod:`.blocks`, :mod:`.layout`) with its mmdet/mmseg wrapper
-(:mod:`.backbone`), and one module per family (:mod:`.families`: its table, backbone, timm classifiers)."""
+shares (:mod:`.trunk`, :mod:`.stages`, :mod:`.blocks`, :mod:`.layout`) with its two thin wrappers side by side, the
+mmdet/mmseg backbone (:mod:`.backbone`) and the timm classifier (:mod:`.classifier`), and one module per family
+(:mod:`.families`: its table, backbone, timm classifiers)."""
 from .families.inline_pvt import InLinePVT, InLinePVTClassifier
 from .families.inline_swin import InLineSwinClassifier, InLineSwinTransformer
 from .layout import parse_attn_layout

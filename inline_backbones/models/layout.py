@@ -1,20 +1,18 @@
 """The attention layout string, e.g. ``IIIS``, ``IISS`` or ``IIMS2``: the user's interface to the mixers.
 
 One letter per stage, each naming the token mixer (:mod:`.mixers`) of every block of the stage; each family
-maps its letters to mixer names in its table (``letters`` of :class:`~.trunk.Family`). For InLine-Swin
-(:data:`.inline_swin.LETTERS`): ``I`` = InLine attention, ``S`` = Swin window softmax attention, ``L`` = plain
-linear attention (the ablation of :mod:`.linear_attention`). ``M`` = mixed: the first k blocks InLine, the rest
-softmax, with k the number written after the letters (shared by every ``M`` stage). ``IIMS2`` with depths
+maps its letters to mixer names in its table (``letters`` of :class:`~.trunk.Family`; InLine-Swin's: ``I`` =
+InLine attention, ``S`` = Swin window softmax attention, ``L`` = plain linear attention). ``M`` = mixed: with the
+family's pair ``mixed = (a, b)`` (``('I', 'S')``: InLine, then softmax), the first k blocks are ``a``'s mixer and
+the rest ``b``'s, k the number written after the letters (shared by every ``M`` stage). ``IIMS2`` with depths
 [2, 2, 18, 2] gives stage 3 two InLine blocks followed by 16 softmax blocks.
 """
 import re
 
 
-def parse_attn_layout(layout, depths, letters=None):
-    """Expand ``layout`` into per-stage lists of mixer names (``letters``: letter -> name, by default
-    InLine-Swin's; ``M`` mixes the ``I`` and ``S`` mixers); raise ValueError if malformed."""
-    if letters is None:
-        from .families.inline_swin import LETTERS as letters  # the default family's table (imported here: no cycle)
+def parse_attn_layout(layout, depths, letters, mixed):
+    """Expand ``layout`` into per-stage lists of mixer names (``letters``: letter -> mixer name; ``mixed``: the
+    letters ``(a, b)`` of an ``M`` stage of depth d, k x ``a`` then (d - k) x ``b``); ValueError if malformed."""
     if not isinstance(layout, str):
         raise TypeError(f'attn_type must be a layout string such as "IIIS", got {type(layout).__name__}')
     match = re.fullmatch(f'([{"".join(letters)}M]+)(\\d*)', layout)
@@ -31,6 +29,7 @@ def parse_attn_layout(layout, depths, letters=None):
                          f'letters, e.g. "{stage_letters}2"')
     if digits and 'M' not in stage_letters:
         raise ValueError(f'attn_type {layout!r} gives a block count {digits} but has no mixed (M) stage')
+    first, rest = (letters[letter] for letter in mixed)
     layout_per_stage = []
     for stage, letter in enumerate(stage_letters):
         depth = depths[stage]
@@ -41,5 +40,5 @@ def parse_attn_layout(layout, depths, letters=None):
         if not 0 < num_inline < depth:
             raise ValueError(f'attn_type {layout!r}: mixed stage {stage} has {depth} blocks, so its '
                              f'InLine block count must be between 1 and {depth - 1}, got {num_inline}')
-        layout_per_stage.append([letters['I']] * num_inline + [letters['S']] * (depth - num_inline))
+        layout_per_stage.append([first] * num_inline + [rest] * (depth - num_inline))
     return layout_per_stage

@@ -1,6 +1,6 @@
 """The trunk every model of every family is: a family's table (:class:`Family`) built into stages, and the
 stage loop. The mmdet/mmseg backbone (:class:`~.backbone.Backbone`) and the timm classifier
-(:class:`~inline_backbones.timm_classifier.Classifier`) are thin wrappers around it.
+(:class:`~.classifier.Classifier`) are thin wrappers around it, side by side.
 
 A trunk is ``stem`` (the family's: Swin's patch embedding, or nothing for PVT, whose stages embed) followed by
 ``layers``, a list of :class:`~.stages.Stage`; stage ``i`` outputs ``stage_dims[i]`` channels at stride
@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 import torch
 from mmengine.logging import MMLogger
-from mmengine.model.weight_init import trunc_normal_
 from timm.models._manipulate import adapt_input_conv
 from torch import nn
 
@@ -40,6 +39,8 @@ class Family:
         arch_defaults: The optional keys of a custom arch dict and their values when left out.
         per_stage: The arch keys that are lists with one entry per stage (``depths`` and ``num_heads`` at least).
         letters: Layout letter -> mixer name (:func:`~.layout.parse_attn_layout`).
+        mixed: The letters ``(a, b)`` of a mixed stage (layout letter ``M``, e.g. ``IIMS2``): its first k blocks
+            ``a``'s mixer, the rest ``b``'s.
         options: The family's keyword options and their defaults (the models' ``**options``).
         build: ``build(trunk, arch, layout, drop_path_rates, in_channels, with_cp, **options)`` adds the stem's
             modules to ``trunk`` and returns ``(stages, stage_dims, stride)``: the :class:`~.stages.Stage` list,
@@ -60,6 +61,7 @@ class Family:
     name: str
     arch_zoo: dict
     letters: dict
+    mixed: tuple
     options: dict
     build: Callable
     stem: Callable
@@ -139,7 +141,7 @@ class Trunk(nn.Module):
             example = next(iter(family.arch_zoo.values()))['attn_type']
             raise ValueError(f'a custom arch needs an attention layout: give attn_type, e.g. "{example}"')
         depths = arch['depths']
-        layout = parse_attn_layout(attn_type, depths, letters=family.letters)
+        layout = parse_attn_layout(attn_type, depths, family.letters, family.mixed)
         options = family.check_options(options or {}, type(self).__name__)
         dpr = torch.linspace(0, drop_path_rate, sum(depths), device='cpu')  # on the host also under a meta device
         drop_path_rates = [rates.tolist() for rates in dpr.split(depths)]
@@ -169,19 +171,17 @@ class Trunk(nn.Module):
         return iter_stages(self, x, image_shapes, stop)
 
     def init_trunk_weights(self):
-        """From scratch: linears truncated normal (std 0.02, zero bias), LayerNorms 1 and 0, the family's
-        ``position_params`` truncated normal (std 0.02)."""
+        """From scratch: linears by :func:`init_linear`, LayerNorms weight 1 and bias 0, the family's
+        ``position_params`` by :func:`trunc_normal_init`."""
         for m in self.modules():
             if isinstance(m, nn.Linear):
-                trunc_normal_(m.weight, std=.02)
-                if m.bias is not None:
-                    nn.init.zeros_(m.bias)
+                init_linear(m)
             elif isinstance(m, nn.LayerNorm):
                 nn.init.ones_(m.weight)
                 nn.init.zeros_(m.bias)
         for name, p in self.named_parameters():
             if name.endswith(self.family.position_params):
-                trunc_normal_(p, std=.02)
+                trunc_normal_init(p)
 
     def freeze(self, frozen_stages, norms=None):
         """Eval mode and no gradients for the stem's modules (``frozen_stages >= 0``) and the first
@@ -206,6 +206,19 @@ class Trunk(nn.Module):
         """Names of the parameters not decayed in training (the family's ``position_params``)."""
         return {n for n, _ in self.named_parameters() if n.endswith(self.family.position_params)}
 
+
+def trunc_normal_init(tensor):
+    """``tensor`` drawn, in place, from N(0, 0.02^2) truncated to [-2, 2] (torch's ``trunc_normal_``; Swin's and
+    timm's init of linear weights and position parameters)."""
+    nn.init.trunc_normal_(tensor, std=.02)
+
+
+def init_linear(linear):
+    """A linear from scratch, the trunk's and a classifier's new head alike: ``weight`` by
+    :func:`trunc_normal_init`, ``bias = 0``."""
+    trunc_normal_init(linear.weight)
+    if linear.bias is not None:
+        nn.init.zeros_(linear.bias)
 
 
 def first_conv_weights(model):

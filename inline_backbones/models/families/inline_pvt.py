@@ -12,18 +12,18 @@ timm as released::
 
     timm.create_model('inline_pvt_tiny', pretrained=True, pretrained_cfg_overlay=dict(file='inline_pvt_t.pth'))
 
-timm hands the file to :meth:`~inline_backbones.timm_classifier.Classifier.load_pretrained` (``custom_load``): the
+timm hands the file to :meth:`~.classifier.Classifier.load_pretrained` (``custom_load``): the
 package's safe loader (``weights_only=True``, yacs not needed), strict (anything missing, unexpected or
 mis-shaped raises :class:`~inline_backbones.checkpoint.CheckpointMismatchError` naming the keys).
 ``pretrained=True`` alone downloads the released file (``url`` of the pretrained cfg) into torch's hub cache first
-(the package's verified download, :func:`~inline_backbones.timm_classifier.create_classifier`).
+(the package's verified download, :func:`~.classifier.create_classifier`).
 """
 import torch
 import torch.nn.functional as F
 
 from ...registry import MODELS
-from ...timm_classifier import Classifier, register_classifiers
 from ..backbone import Backbone
+from ..classifier import Classifier, register_classifiers
 from ..stages import Stage
 from ..tokens.token_map import TokenMap
 from ..trunk import Family
@@ -85,7 +85,7 @@ def stem(trunk, x, regions):
 
 
 PVT = Family(
-    name='InLine-PVT', arch_zoo=ARCH_ZOO, letters=LETTERS, options=OPTIONS, build=build, stem=stem,
+    name='InLine-PVT', arch_zoo=ARCH_ZOO, letters=LETTERS, mixed=('I', 'S'), options=OPTIONS, build=build, stem=stem,
     checkpoint_filter=checkpoint_filter_fn, arch_defaults=ARCH_DEFAULTS,
     per_stage=('embed_dims', 'depths', 'num_heads', 'mlp_ratios', 'sr_ratios'), position_params=('pos_embed',),
     # the authors' evaluation: squash-resize to 256 x 256, centre crop 224
@@ -135,7 +135,7 @@ class InLinePVT(Backbone, family=PVT):
 
 class InLinePVTClassifier(Classifier, family=PVT):
     """InLine-PVT ImageNet classifier: the stages, average pool, ``head`` (no final norm) (arguments:
-    :class:`~inline_backbones.timm_classifier.Classifier`; options: :class:`InLinePVT`'s)."""
+    :class:`~.classifier.Classifier`; options: :class:`InLinePVT`'s)."""
 
 
 # inline_pvt_{arch}(pretrained=False, **kwargs) here and in timm's registry (docstrings: released.PAPER_FIGURES).

@@ -19,20 +19,20 @@ verified; offline, the error says where to put a copy), or name a local copy::
     timm.create_model('inline_swin_tiny', pretrained=True)
     timm.create_model('inline_swin_tiny', pretrained=True, pretrained_cfg_overlay=dict(file='inline_swin_t.pth'))
 
-timm hands the file to :meth:`~inline_backbones.timm_classifier.Classifier.load_pretrained` (``custom_load`` in the
+timm hands the file to :meth:`~.classifier.Classifier.load_pretrained` (``custom_load`` in the
 pretrained cfg), which reads it with the package's safe loader (``weights_only=True``, yacs not needed) and loads
 it strictly: anything missing, unexpected or mis-shaped raises
 :class:`~inline_backbones.checkpoint.CheckpointMismatchError` naming the keys. ``num_classes=N``
 (N != 1000) keeps a new head; ``features_only=True`` gives the NCHW maps of the stages (timm's
-``FeatureGetterNet`` over :meth:`~inline_backbones.timm_classifier.Classifier.forward_intermediates`).
+``FeatureGetterNet`` over :meth:`~.classifier.Classifier.forward_intermediates`).
 """
 import torch
 from torch import nn
 
 from ...registry import MODELS
-from ...timm_classifier import Classifier, register_classifiers
 from ..backbone import Backbone
 from ..blocks import PatchEmbed, PatchMerging
+from ..classifier import Classifier, register_classifiers
 from ..stages import Stage
 from ..tokens.token_map import TokenMap
 from ..trunk import Family
@@ -94,7 +94,7 @@ def _token_map(images, hw_shape, regions, stride):
 
 
 SWIN = Family(
-    name='InLine-Swin', arch_zoo=ARCH_ZOO, letters=LETTERS, options=OPTIONS, build=build, stem=stem,
+    name='InLine-Swin', arch_zoo=ARCH_ZOO, letters=LETTERS, mixed=('I', 'S'), options=OPTIONS, build=build, stem=stem,
     checkpoint_filter=checkpoint_filter_fn, stem_modules=('patch_embed',), output_norms=True,
     position_params=('relative_position_bias_table',),
     # evaluation as in the authors' (Swin's) code: short side to 256, centre crop 224
@@ -148,7 +148,7 @@ class InLineSwinTransformer(Backbone, family=SWIN):
 
 class InLineSwinClassifier(Classifier, family=SWIN):
     """InLine-Swin ImageNet classifier: the trunk, final ``norm``, average pool, ``head`` (arguments:
-    :class:`~inline_backbones.timm_classifier.Classifier`; options: :class:`InLineSwinTransformer`'s)."""
+    :class:`~.classifier.Classifier`; options: :class:`InLineSwinTransformer`'s)."""
 
 
 # inline_swin_{arch}(pretrained=False, **kwargs) here and in timm's registry (docstrings: released.PAPER_FIGURES).

@@ -1,7 +1,7 @@
 """Checkpoint key filter of the InLine-Swin family: :func:`checkpoint_filter_fn`.
 
 The pattern (timm's ``checkpoint_filter_fn``), one module per family beside its model
-(``models/<family>_checkpoint.py``): ``checkpoint_filter_fn(state_dict, model)`` takes a state dict already
+(``models/families/<family>_checkpoint.py``): ``checkpoint_filter_fn(state_dict, model)`` takes a state dict already
 read safely and unwrapped by :mod:`inline_backbones.checkpoint` and returns it in ``model``'s own keys, as a
 :class:`~inline_backbones.checkpoint.FilteredStateDict` naming the model keys the file need not hold; the
 generic loader then checks it strictly (missing, unexpected, mis-shaped keys). The filter detects the

@@ -3,7 +3,7 @@ input norm is the last stage's output norm where the family has them (InLine-Swi
 InLine-PVT), and the family's registration in timm (:func:`register_classifiers`).
 
 A classifier is ``logits = head(mean_{H,W}(norm(map)))`` with ``map`` the last stage's tokens, run by the
-shared stage loop (:func:`~inline_backbones.models.stages.iter_stages`). As in timm's Swin,
+shared stage loop (:func:`~.stages.iter_stages`). As in timm's Swin,
 ``forward_features`` returns the normalised last map NHWC (B, H, W, C) and ``forward_head`` pools it;
 ``features_only=True`` gives the stages' NCHW maps through :meth:`forward_intermediates` (timm's
 ``FeatureGetterNet``). The models trace with torch.fx through timm's tracer (the mixers and the helpers
@@ -19,10 +19,10 @@ from timm.models import build_model_with_cfg, generate_default_cfgs, register_mo
 from timm.models._features import feature_take_indices
 from torch import nn
 
-from .checkpoint import download_checkpoint, extract_state_dict, filter_state_dict, load_pretrained
-from .models.stages import to_nhwc
-from .models.trunk import ARCH_REQUIRED, Trunk, adapt_first_conv, first_conv_weights
-from .released import PAPER_FIGURES, arch_checkpoints
+from ..checkpoint import download_checkpoint, extract_state_dict, filter_state_dict, load_pretrained
+from ..released import PAPER_FIGURES, arch_checkpoints
+from .stages import to_nhwc
+from .trunk import ARCH_REQUIRED, Trunk, adapt_first_conv, first_conv_weights, init_linear
 
 
 def check_img_size(img_size):
@@ -55,12 +55,12 @@ class Classifier(Trunk):
         num_classes (int): Classes of ``head``; 0 leaves the pooled features (``head`` is Identity).
         global_pool (str): ``'avg'`` (mean over the map) or ``''`` (no pooling: per-position logits).
         in_chans (int): Input channels. A released (RGB) file loads into another count through timm's
-            ``adapt_input_conv`` of the first conv (:func:`~inline_backbones.models.trunk.adapt_first_conv`).
+            ``adapt_input_conv`` of the first conv (:func:`~.trunk.adapt_first_conv`).
         img_size (int | tuple[int, int], optional): timm's argument, accepted and checked to be a size, otherwise
             without effect: the model takes any input size (InLine attention is global over the map, window
             attention pads to whole windows, PVT's position embeddings are resized to each map), so no parameter
             depends on it. timm's pretrained cfg keeps the released models' 224 x 224, as timm's Swin keeps its own.
-        attn_type, drop_path_rate, with_cp: the trunk's (:class:`~inline_backbones.models.trunk.Trunk`).
+        attn_type, drop_path_rate, with_cp: the trunk's (:class:`~.trunk.Trunk`).
         **kwargs: keys of the arch (``embed_dims``, ``depths``, ``num_heads``, ... as timm's model functions pass
             them: they override the preset's) and the family's options (``drop_rate``, ``kernel_func``, ...).
     """
@@ -93,14 +93,14 @@ class Classifier(Trunk):
         return self.head
 
     def reset_classifier(self, num_classes, global_pool=None):
-        """A new (truncated-normal) head of ``num_classes`` (0: Identity)."""
+        """A new head of ``num_classes`` (0: Identity), initialised as the trunk's linears
+        (:func:`~.trunk.init_linear`)."""
         if global_pool is not None:
             self.global_pool = check_global_pool(global_pool)
         self.num_classes = num_classes
         self.head = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
         if num_classes > 0:
-            nn.init.trunc_normal_(self.head.weight, std=.02)
-            nn.init.zeros_(self.head.bias)
+            init_linear(self.head)
 
     def forward_features(self, x):
         """(B, C_in, H, W) -> the last stage's normalised map, NHWC (B, H', W', C)."""
@@ -153,10 +153,11 @@ class Classifier(Trunk):
 
 def checkpoint_filter_fn(state_dict, model):
     """timm's ``pretrained_filter_fn``: unwrap ``{'model': ...}`` / ``{'state_dict': ...}`` and ``module.``,
-    apply the model's family filter, check strictly (:class:`~.checkpoint.CheckpointMismatchError`) with the first
-    conv adapted to the model's input channels (:func:`~.models.trunk.adapt_first_conv`), and return that conv as
-    the file has it: timm's ``load_pretrained`` adapts its pretrained cfg's ``first_conv`` itself after this filter
-    (by the same ``adapt_input_conv``), so adapting it here too would adapt it twice."""
+    apply the model's family filter, check strictly
+    (:class:`~inline_backbones.checkpoint.CheckpointMismatchError`) with the first conv adapted to the model's
+    input channels (:func:`~.trunk.adapt_first_conv`), and return that conv as the file has it: timm's
+    ``load_pretrained`` adapts its pretrained cfg's ``first_conv`` itself after this filter (by the same
+    ``adapt_input_conv``), so adapting it here too would adapt it twice."""
     as_in_file = {}
 
     def family_filter(state_dict, model):
