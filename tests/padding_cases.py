@@ -1,6 +1,8 @@
-"""Shared pieces of the padding-aware tests: small presets, images, per-region comparison."""
+"""Shared pieces of the padding-aware tests: small presets, images, batches padded by mmdet's and mmseg's own
+data preprocessors (mmdet and mmseg imported there: a test without them is skipped), per-region comparison."""
 import math
 
+import pytest
 import torch
 
 from inline_backbones import InLineSwinTransformer
@@ -37,6 +39,31 @@ def images(seed=0):
     """uint8 (3, H, W) images of IMAGE_SIZES, as a pipeline's PackInputs gives them."""
     g = torch.Generator().manual_seed(seed)
     return [torch.randint(0, 256, (3, h, w), generator=g, dtype=torch.uint8) for h, w in IMAGE_SIZES]
+
+
+MEAN, STD = [123.675, 116.28, 103.53], [58.395, 57.12, 57.375]
+
+
+def det_batch(imgs):
+    """mmdet's own DetDataPreprocessor: normalise, then zero-pad to the batch's largest size and x32."""
+    mmdet_pre = pytest.importorskip('mmdet.models.data_preprocessors')
+    from mmdet.structures import DetDataSample
+
+    pre = mmdet_pre.DetDataPreprocessor(mean=MEAN, std=STD, bgr_to_rgb=True, pad_size_divisor=32)
+    samples = [DetDataSample(metainfo=dict(img_shape=tuple(i.shape[1:]))) for i in imgs]
+    data = pre(dict(inputs=list(imgs), data_samples=samples), False)
+    return data['inputs'], [s.img_shape for s in data['data_samples']]
+
+
+def seg_batch(imgs):
+    """mmseg's own SegDataPreProcessor (training mode, the one that batches different sizes)."""
+    mmseg_pre = pytest.importorskip('mmseg.models.data_preprocessor')
+    from mmseg.structures import SegDataSample
+
+    pre = mmseg_pre.SegDataPreProcessor(mean=MEAN, std=STD, bgr_to_rgb=True, size_divisor=32)
+    samples = [SegDataSample(metainfo=dict(img_shape=tuple(i.shape[1:]))) for i in imgs]
+    data = pre(dict(inputs=list(imgs), data_samples=samples), True)
+    return data['inputs'], [s.img_shape for s in data['data_samples']]
 
 
 def relative_difference_on_region(batched, alone, index, hw):

@@ -9,16 +9,15 @@ The checker takes the repository root, so the tests below also run it on planted
 """
 import re
 import subprocess
-import unicodedata
 from pathlib import Path
 
 import pytest
+from helpers import anchors, slug, split_fences
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE_DIRS = ('mmdet_configs', 'mmseg_configs', 'tools', 'demo', 'inline_backbones', 'tests', 'docs', '.ci')
 CONFIG_DIRS = ('mmdet_configs', 'mmseg_configs')
 COMMAND_FENCES = {'bash', 'sh', 'shell', 'console'}
-FENCE = re.compile(r'^(\s*)(`{3,}|~{3,})\s*([\w+-]*)')
 INLINE_LINK = re.compile(r'!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]*)>?(?:\s+"[^"]*")?\s*\)')
 REFERENCE_DEF = re.compile(r'^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+"[^"]*")?\s*$', re.M)
 HTML_ATTR = re.compile(r'<(?:img|a)\b[^>]*?\b(?:src|href)\s*=\s*"([^"]*)"', re.I)
@@ -34,40 +33,6 @@ PLACEHOLDER = re.compile(r'\.\.\.')          # `mmdet_configs/...`: an elided na
 def markdown_files(root):
     """README.md and every page under docs/."""
     return [p for p in [root / 'README.md', *sorted((root / 'docs').rglob('*.md'))] if p.is_file()]
-
-
-def split_fences(text):
-    """(line number, line, fence language or None) for every line; fence marker lines are left out."""
-    fence, lang = None, None
-    for number, line in enumerate(text.split('\n'), 1):
-        match = FENCE.match(line)
-        if fence is None and match:
-            fence, lang = match.group(2), match.group(3).lower()
-        elif fence is not None and line.strip().startswith(fence[0] * len(fence)) and not line.strip().strip(fence[0]):
-            fence, lang = None, None
-        else:
-            yield number, line, (lang if fence is not None else None), fence is not None
-
-
-def slug(heading):
-    """GitHub's anchor of a heading: lower case, markup and punctuation dropped, spaces -> hyphens."""
-    text = re.sub(r'!?\[([^\]]*)\]\([^)]*\)', r'\1', heading)            # links keep their text
-    text = text.replace('`', '').strip().lower()
-    text = ''.join(c for c in text if c in ' -_' or unicodedata.category(c)[0] in 'LN')
-    return text.replace(' ', '-')
-
-
-def anchors(path):
-    """Anchors of a markdown file's headings (duplicates numbered -1, -2, ... as GitHub does)."""
-    seen, result = {}, set()
-    for _, line, _, fenced in split_fences(path.read_text()):
-        match = re.match(r'^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$', line)
-        if match and not fenced:
-            base = slug(match.group(1))
-            count = seen.get(base, 0)
-            seen[base] = count + 1
-            result.add(base if count == 0 else f'{base}-{count}')
-    return result
 
 
 def expand_braces(text):

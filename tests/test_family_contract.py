@@ -20,8 +20,7 @@ import pytest
 import timm
 import torch
 from mutmut_compat import fx_on_unwrapped_code
-from padding_cases import IMAGE_SIZES, STRIDES, images, randomized, region_differences
-from test_padding_aware import det_batch, seg_batch
+from padding_cases import IMAGE_SIZES, STRIDES, det_batch, images, randomized, region_differences, seg_batch
 
 from inline_backbones import (
     CheckpointMismatchError,

@@ -1,11 +1,13 @@
 """InLinePVT: equal to the authors' model (released-format fixtures), the released T/S/M/L keys and parameter
-counts, PVT v1 (layout SSSS) equal to mmdet's, position-embedding resizing, clear failures."""
+counts, PVT v1 (layout SSSS) equal to mmdet's, position-embedding resizing, padding-aware mode where it is PVT's own
+(bit-equal to the plain model on a full batch, padding to 32 itself), clear failures."""
 import re
 
 import pvt_fixtures as pf
 import pytest
 import torch
 import torch.nn.functional as F
+from padding_cases import det_batch, images, randomized, relative_difference_on_region
 
 from inline_backbones import CheckpointMismatchError, InLinePVT
 from inline_backbones.models.families.pvt_checkpoint import from_released
@@ -231,3 +233,31 @@ def test_a_position_embedding_that_is_not_its_grid_is_refused():
     with pytest.raises(ValueError) as error:
         resize_pos_embed(torch.zeros(1, 12, 8), (4, 4), (8, 8))
     assert str(error.value) == 'position embedding of 12 tokens is not a 4x4 grid'
+
+
+def small_pvt(layout, **kwargs):
+    """A randomly initialised small InLine-PVT (every parameter non-trivial), eval mode, seed fixed."""
+    torch.manual_seed(0)
+    return randomized(InLinePVT(dict(embed_dims=[16, 32, 48, 64], depths=[2, 2, 2, 2], num_heads=[1, 2, 3, 4]),
+                                attn_type=layout, drop_path_rate=0., **kwargs))
+
+
+def test_padding_aware_equals_the_plain_model_on_a_full_batch():
+    batch, _ = det_batch(images())
+    model = small_pvt('IISS', padding_aware=True)
+    with torch.no_grad():
+        full = model(batch[:1], image_shapes=[batch.shape[-2:]])
+        plain = small_pvt('IISS')(batch[:1])
+    for a, b in zip(full, plain, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_an_image_not_a_multiple_of_32_alone_is_cut_as_in_a_padded_batch():
+    """Padding-aware mode pads to 32 itself: an image of 150x171 alone == the same image padded by the preprocessor."""
+    model = small_pvt('IISS', padding_aware=True)
+    img = images()[1]
+    batch, shapes = det_batch([img])
+    with torch.no_grad():
+        alone = model(batch[:, :, :150, :171], image_shapes=[(150, 171)])
+        padded = model(batch, image_shapes=shapes)
+    assert relative_difference_on_region(alone, padded, 0, (150, 171)) < 1e-6

@@ -111,9 +111,9 @@ def test_switches_keep_released_keys_and_only_drop_the_residual():
 
 def test_iiis_and_llls_train_one_step_from_the_same_config():
     pytest.importorskip('mmseg')
+    from helpers import build_segmentor, demo_batch
     from mmengine.config import Config
     from mmengine.registry import DefaultScope
-    from test_mmseg_configs import build_segmentor, demo_batch
 
     config = osp.join(ROOT, 'mmseg_configs', 'inline-swin-mini_upernet_shapes-256x256.py')
     grads = {}

@@ -5,30 +5,20 @@ import os.path as osp
 
 import pytest
 import torch
+from helpers import build_detector
 
 pytest.importorskip('mmdet')
-from mmdet.registry import MODELS  # noqa: E402
 from mmdet.testing import demo_mm_inputs  # noqa: E402
-from mmdet.utils import register_all_modules  # noqa: E402
 from mmengine.config import Config  # noqa: E402
 from mmengine.hub import get_config  # noqa: E402
-from mmengine.model import revert_sync_batchnorm  # noqa: E402
 
 from inline_backbones.released import RELEASED_CHECKPOINTS  # noqa: E402
 
 pytestmark = pytest.mark.slow
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 # The fine-tuning example is the 1x Swin-T model with other classes and data: tests/test_finetune.py checks it.
-# The InLine-PVT configs' values are checked in tests/test_pvt_recipes.py.
+# Every config's recipe values are checked in tests/test_recipes.py.
 CONFIGS = sorted(c for c in glob.glob(osp.join(ROOT, 'mmdet_configs', '*.py')) if 'finetune' not in c)
-
-
-def build_detector(cfg):
-    register_all_modules(init_default_scope=True)
-    cfg.model.backbone.init_cfg = None           # no released weights on a test machine
-    model = revert_sync_batchnorm(MODELS.build(cfg.model))
-    model.init_weights()
-    return model
 
 
 def assert_backbone_learns(model):
@@ -63,7 +53,7 @@ def infers_only(config):
 @pytest.mark.parametrize('config', CONFIGS, ids=osp.basename)
 def test_config_trains_and_infers_one_step(config):
     cfg = Config.fromfile(config)
-    if 'inline-pvt' in config:     # the PVT protocol (tests/test_pvt_recipes.py): mmdet's own preprocessor
+    if 'inline-pvt' in config:     # the PVT protocol (tests/test_recipes.py): mmdet's own preprocessor
         assert cfg.model.backbone.type == 'inline_backbones.InLinePVT'
         assert cfg.model.backbone.init_cfg.checkpoint in RELEASED_CHECKPOINTS.values()
     else:

@@ -5,40 +5,16 @@ import os.path as osp
 
 import pytest
 import torch
+from helpers import build_segmentor, demo_batch
 
 pytest.importorskip('mmseg')
 from mmengine.config import Config  # noqa: E402
 from mmengine.hub import get_config  # noqa: E402
-from mmengine.model import revert_sync_batchnorm  # noqa: E402
-from mmengine.registry import init_default_scope  # noqa: E402
-from mmengine.structures import PixelData  # noqa: E402
-from mmseg.registry import MODELS  # noqa: E402
-from mmseg.structures import SegDataSample  # noqa: E402
-from mmseg.utils import register_all_modules  # noqa: E402
 
 pytestmark = pytest.mark.slow
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
-# The InLine-PVT configs' values are checked in tests/test_pvt_recipes.py.
+# Every config's recipe values are checked in tests/test_recipes.py.
 CONFIGS = sorted(glob.glob(osp.join(ROOT, 'mmseg_configs', '*.py')))
-
-
-def build_segmentor(cfg):
-    register_all_modules(init_default_scope=False)
-    init_default_scope('mmseg')
-    cfg.model.backbone.init_cfg = None           # no released weights on a test machine
-    model = revert_sync_batchnorm(MODELS.build(cfg.model))
-    model.init_weights()
-    return model
-
-
-def demo_batch(num_classes, shapes=((3, 128, 160), (3, 97, 131))):
-    inputs, samples = [], []
-    for shape in shapes:
-        inputs.append(torch.randint(0, 256, shape, dtype=torch.uint8))
-        sample = SegDataSample(metainfo=dict(img_shape=shape[1:], ori_shape=shape[1:]))
-        sample.gt_sem_seg = PixelData(data=torch.randint(0, num_classes, (1, *shape[1:])))
-        samples.append(sample)
-    return dict(inputs=inputs, data_samples=samples)
 
 
 def test_three_ade20k_configs_and_the_embedded_one():
@@ -57,7 +33,7 @@ def infers_only(config):
 @pytest.mark.parametrize('config', CONFIGS, ids=osp.basename)
 def test_config_trains_and_infers_one_step(config):
     cfg = Config.fromfile(config)
-    pvt = 'inline-pvt' in config    # the PVT protocol (tests/test_pvt_recipes.py): mmseg's own preprocessor
+    pvt = 'inline-pvt' in config    # the PVT protocol (tests/test_recipes.py): mmseg's own preprocessor
     if pvt:
         assert cfg.model.backbone.type == 'inline_backbones.InLinePVT'
     else:
@@ -76,7 +52,7 @@ def test_config_trains_and_infers_one_step(config):
     cfg.model.backbone.drop_path_rate = 0.
     if 'ade20k' in config:
         # The ADE20K preprocessor pads to the 512x512 crop; the test runs at the demo images' own size (the
-        # same code paths; the recipe's values are checked in test_recipes.py / test_pvt_recipes.py).
+        # same code paths; the recipe's values are checked in test_recipes.py).
         cfg.model.data_preprocessor.size = (128, 160)
     model = build_segmentor(cfg)
     if not infers_only(config):   # InLine-PVT-S/M/L: the T model's code with deeper stages; they infer only

@@ -1,36 +1,16 @@
-"""Padding-aware mode: an image's features on its own region do not depend on the batch's padding."""
+"""Padding-aware mode beyond the family contract (tests/test_family_contract.py: every family's batched == alone):
+each mixer on a padded map equals it on the image's own tokens alone, InLine windows, explicit shapes winning where
+inference misfires, bad shapes refused."""
 import pytest
 import torch
 from conftest import naive_inline_attention
-from padding_cases import images, region_differences, relative_difference_on_region, small_backbone
+from padding_cases import STD, det_batch, images, region_differences, relative_difference_on_region, small_backbone
 
 from inline_backbones.models.mixers.inline_attention import KERNEL_FUNCTIONS, InLineAttention
+from inline_backbones.models.mixers.pvt_attention import SpatialReductionAttention
 from inline_backbones.models.mixers.window_attention import WindowAttention
 from inline_backbones.models.tokens.token_map import TokenMap
 from inline_backbones.regions import attach_image_shapes, infer_image_shapes
-
-mmdet_pre = pytest.importorskip('mmdet.models.data_preprocessors')
-mmseg_pre = pytest.importorskip('mmseg.models.data_preprocessor')
-from mmdet.structures import DetDataSample  # noqa: E402
-from mmseg.structures import SegDataSample  # noqa: E402
-
-MEAN, STD = [123.675, 116.28, 103.53], [58.395, 57.12, 57.375]
-
-
-def det_batch(imgs):
-    """mmdet's own DetDataPreprocessor: normalise, then zero-pad to the batch's largest size and x32."""
-    pre = mmdet_pre.DetDataPreprocessor(mean=MEAN, std=STD, bgr_to_rgb=True, pad_size_divisor=32)
-    samples = [DetDataSample(metainfo=dict(img_shape=tuple(i.shape[1:]))) for i in imgs]
-    data = pre(dict(inputs=list(imgs), data_samples=samples), False)
-    return data['inputs'], [s.img_shape for s in data['data_samples']]
-
-
-def seg_batch(imgs):
-    """mmseg's own SegDataPreProcessor (training mode, the one that batches different sizes)."""
-    pre = mmseg_pre.SegDataPreProcessor(mean=MEAN, std=STD, bgr_to_rgb=True, size_divisor=32)
-    samples = [SegDataSample(metainfo=dict(img_shape=tuple(i.shape[1:]))) for i in imgs]
-    data = pre(dict(inputs=list(imgs), data_samples=samples), True)
-    return data['inputs'], [s.img_shape for s in data['data_samples']]
 
 
 def test_windowed_inline_is_batch_invariant_too():
@@ -71,10 +51,32 @@ def test_padding_aware_window_attention(shift):
         torch.testing.assert_close(full, swin, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize('sr_ratio', [1, 2, 4])
+def test_spatial_reduction_attention_sees_its_own_keys(sr_ratio):
+    """Keys from the image's own (zero-filled) tokens, reduced keys outside ceil(region / sr) masked: on a padded
+    map == on the image alone padded to the same sr multiple, and regions filling the map == no regions."""
+    attn = SpatialReductionAttention(16, 2, sr_ratio=sr_ratio).eval()
+    H, W, (h, w) = 12, 16, (7, 9)
+    x = torch.randn(2, H * W, 16)
+    own = torch.zeros(1, 8, 12, 16)
+    own[:, :h, :w] = x.view(2, H, W, 16)[1:, :h, :w]
+    own = own.view(1, 96, 16)
+    with torch.no_grad():
+        padded = attn(x, TokenMap.of(x, (H, W), torch.tensor([[H, W], [h, w]]))).view(2, H, W, 16)
+        alone = attn(own, TokenMap.of(own, (8, 12), torch.tensor([[h, w]]))).view(8, 12, 16)
+        torch.testing.assert_close(padded[1, :h, :w], alone[:h, :w], rtol=1e-5, atol=1e-6)
+        full = attn(x, TokenMap.of(x, (H, W), torch.tensor([[H, W], [H, W]])))
+        torch.testing.assert_close(full.view(2, H, W, 16), attn(x, TokenMap.of(x, (H, W))).view(2, H, W, 16))
+        torch.testing.assert_close(full.view(2, H, W, 16)[0], padded[0])
+
+
 def test_explicit_shapes_win_over_inference_where_inference_misfires():
     """An image whose last rows normalise to exactly zero (pixel == mean in every channel, possible
     with integer means) is inferred too short; the shapes the preprocessor attaches are right, and
     they win over inference."""
+    mmdet_pre = pytest.importorskip('mmdet.models.data_preprocessors')
+    from mmdet.structures import DetDataSample
+
     img = images()[1]
     mean = [128., 128., 128.]
     img[:, -8:] = 128

@@ -5,6 +5,7 @@ import os.path as osp
 
 import pytest
 import torch
+from helpers import build_detector, build_segmentor
 from padding_cases import IMAGE_SIZES, images, relative_difference_on_region
 
 pytest.importorskip('mmdet')
@@ -12,8 +13,6 @@ pytest.importorskip('mmseg')
 from mmdet.testing import demo_mm_inputs  # noqa: E402
 from mmengine.config import Config  # noqa: E402
 from mmseg.structures import SegDataSample  # noqa: E402
-from test_mmdet_configs import build_detector  # noqa: E402
-from test_mmseg_configs import build_segmentor  # noqa: E402
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import tomllib
-from test_docs_links import anchors
+from helpers import anchors
 
 ROOT = Path(__file__).resolve().parents[1]
 SCANNED = ['inline_backbones', 'tools', 'mmdet_configs', 'mmseg_configs', 'Makefile']
