@@ -1,5 +1,8 @@
 """The resolved training recipe of every COCO / ADE20K config (``Config.fromfile``, ``mmdet::`` /
-``mmseg::`` bases resolved), pinned against the Swin recipes the README compares with:
+``mmseg::`` bases resolved), pinned against the recipes each family's paper follows. The configs only load here;
+tests/test_mmdet_configs.py and tests/test_mmseg_configs.py build each one and run it.
+
+InLine-Swin, against the Swin recipes the README compares with:
 
 * detection: SwinTransformer/Swin-Transformer-Object-Detection ``configs/swin/*`` (mmdet 2.x): AdamW
   lr 1e-4, wd 0.05, 2 images x 8 GPUs, linear warm-up 500 iterations from 0.001 (``schedule_1x.py``,
@@ -9,6 +12,17 @@
 * segmentation: mmseg's ``swin/swin-*-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py`` (= Swin's
   ``upernet_swin_*_512x512_160k_ade20k.py``): AdamW lr 6e-5, wd 0.01, drop path 0.3 for T/S/B, warm-up
   1500 iterations from 1e-6, poly decay (power 1) to 0 at 160k.
+
+InLine-PVT, against the PVT protocol the paper's tables follow:
+
+* Mask R-CNN 1x (PVT's and Agent-Attention's ``mask_rcnn_pvt_*_fpn_1x_coco.py``): AdamW lr 2e-4, wd 1e-4 on every
+  parameter, 12 epochs, steps 8 and 11 (mmdet's 500-iteration warm-up from 0.001), 8 GPUs x 2 images, drop path
+  0.1 for T/S/M and 0.2 for L, FPN in-channels 64-128-320-512;
+* RetinaNet 1x (mmdet's ``pvt/retinanet_pvt-*_fpn_1x_coco.py``): AdamW lr 1e-4, wd 1e-4, the same schedule and
+  batch, drop path 0.1 (mmdet's PVT default), FPN from stage 2 with extra convolutions on its input;
+* Semantic FPN on ADE20K (PVT's ``fpn_pvt_*_ade20k_40k.py``): 512x512 crops, 40k iterations, 8 GPUs x 2 images,
+  AdamW lr 2e-4, wd 1e-4, poly power 0.9 down to 0, no warm-up, drop path 0.1; nothing left of what mmseg's
+  ResNet sem_fpn base ships (SGD 0.01, wd 5e-4, 160k, eta_min 1e-4, 4 images per GPU, ``pretrained``).
 """
 import copy
 import glob
@@ -28,7 +42,7 @@ from inline_backbones.released import (
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 
-# config -> (arch, drop path, epochs, LR steps)
+# InLine-Swin: config -> (arch, drop path, epochs, LR steps)
 DETECTION = {
     'mask-rcnn_inline-swin-t_fpn_ms-crop-1x_coco.py': ('tiny', 0.1, 12, [8, 11]),
     'mask-rcnn_inline-swin-t_fpn_ms-crop-3x_coco.py': ('tiny', 0.2, 36, [27, 33]),
@@ -48,6 +62,19 @@ SEGMENTATION = {
     'inline-swin-small-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py': 'small',
     'inline-swin-base-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py': 'base',
 }
+
+
+ARCHS = {'t': 'tiny', 's': 'small', 'm': 'medium', 'l': 'large'}
+# The authors' README (LeapLabTHU/InLine): the Tsinghua cloud share of each released InLine-PVT checkpoint,
+# written out here so that a wrong id in inline_backbones/released.py fails.
+RELEASED_IDS = {'tiny': '90ac52b1555b401eb5e6', 'small': '1ab953b2479d433080a3',
+                'medium': 'a72aec31e6084bc0a280', 'large': 'efd91318ba964f01b288'}
+IMPORTS = dict(imports=['inline_backbones'], allow_failed_imports=False)
+PVT_CHANNELS = [64, 128, 320, 512]
+# InLine-PVT: config -> (arch, drop path)
+MASK_RCNN = {f'mask-rcnn_inline-pvt-{s}_fpn_1x_coco.py': (arch, 0.2 if s == 'l' else 0.1) for s, arch in ARCHS.items()}
+RETINANET = {f'retinanet_inline-pvt-{s}_fpn_1x_coco.py': (arch, 0.1) for s, arch in ARCHS.items()}
+SEM_FPN = {f'fpn_inline-pvt-{s}_8xb2-40k_ade20k-512x512.py': (arch, 0.1) for s, arch in ARCHS.items()}
 
 
 # Parameters out of weight decay (the configs' comment gives the reasons): norms, Swin blocks' relative position
@@ -88,24 +115,76 @@ def load(folder, name):
 
 
 def plain(node):
-    """``node`` as plain dicts, without the ``_scope_`` keys mmengine adds to what a ``mmdet::`` base defines."""
+    """``node`` as plain dicts and lists, without the ``_scope_`` keys mmengine adds to what a base defines."""
     if isinstance(node, dict):
         return {k: plain(v) for k, v in node.items() if k != '_scope_'}
-    return [plain(v) for v in node] if isinstance(node, list) else node
+    if isinstance(node, (list, tuple)):
+        return type(node)(plain(v) for v in node)
+    return node
 
 
-def swin_configs(folder, pattern):
-    """The InLine-Swin configs of ``folder`` (the InLine-PVT ones are pinned in tests/test_pvt_recipes.py)."""
-    return {osp.basename(p) for p in glob.glob(osp.join(ROOT, folder, pattern)) if 'inline-pvt' not in p}
+def pretrained_entries(node, path='model'):
+    """Every ``pretrained`` key under ``node`` that holds something (a base's ResNet weights, for instance)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == 'pretrained' and value is not None:
+                yield f'{path}.{key}', value
+            yield from pretrained_entries(value, f'{path}.{key}')
+    elif isinstance(node, (list, tuple)):
+        for i, value in enumerate(node):
+            yield from pretrained_entries(value, f'{path}.{i}')
+
+
+def assert_pvt_backbone(cfg, arch, drop_path):
+    """Exactly our InLine-PVT backbone: nothing of the base's ResNet (depth, norm_cfg, style, ...) left beside it."""
+    assert cfg.custom_imports == IMPORTS
+    assert plain(cfg.model.backbone) == dict(
+        type='inline_backbones.InLinePVT', arch=arch, drop_path_rate=drop_path, out_indices=(0, 1, 2, 3),
+        init_cfg=dict(type='Pretrained', checkpoint=f'https://cloud.tsinghua.edu.cn/f/{RELEASED_IDS[arch]}/?dl=1'))
+    assert cfg.model.backbone.init_cfg.checkpoint == PVT_ARCH_CHECKPOINTS[arch]
+    assert list(pretrained_entries(cfg.model)) == []
+
+
+def assert_plain_adamw(cfg, lr):
+    """fp32 AdamW with torch's default betas and weight decay 1e-4 on every parameter, no clipping (PVT's)."""
+    assert cfg.optim_wrapper.type == 'OptimWrapper'          # --amp makes it AmpOptimWrapper
+    assert plain(cfg.optim_wrapper.optimizer) == dict(type='AdamW', lr=lr, weight_decay=1e-4)
+    assert 'paramwise_cfg' not in cfg.optim_wrapper
+    assert cfg.optim_wrapper.get('clip_grad') is None
+
+
+def assert_coco_1x(cfg):
+    assert cfg.train_dataloader.batch_size == 2            # x 8 GPUs = 16
+    assert plain(cfg.auto_scale_lr) == dict(enable=False, base_batch_size=16)
+    assert cfg.train_cfg.max_epochs == 12
+    assert plain(cfg.param_scheduler) == [
+        dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=500),
+        dict(type='MultiStepLR', begin=0, end=12, by_epoch=True, milestones=[8, 11], gamma=0.1)]
+    # Single-scale 1333x800 with flips; images are padded to a multiple of 32 (the backbone's total stride).
+    assert [t.type for t in cfg.train_dataloader.dataset.pipeline][2:] == ['Resize', 'RandomFlip', 'PackDetInputs']
+    assert (cfg.train_pipeline[2].scale, cfg.train_pipeline[2].keep_ratio) == ((1333, 800), True)
+    preprocessor = cfg.model.data_preprocessor
+    assert (preprocessor.mean, preprocessor.std) == ([123.675, 116.28, 103.53], [58.395, 57.12, 57.375])
+    assert preprocessor.bgr_to_rgb and preprocessor.pad_size_divisor == 32
+
+
+def configs(folder, pattern):
+    """The names of ``folder``'s configs matching ``pattern``."""
+    return {osp.basename(p) for p in glob.glob(osp.join(ROOT, folder, pattern))}
 
 
 def test_every_coco_and_ade20k_config_is_pinned_here():
-    """So that each one is checked above, including its released link."""
-    assert swin_configs('mmdet_configs', '*_coco.py') == set(DETECTION)
-    assert swin_configs('mmseg_configs', '*ade20k*.py') == set(SEGMENTATION)
+    """So that each one is checked below, including its released link: the InLine-Swin configs, and the twelve
+    InLine-PVT ones."""
+    assert {n for n in configs('mmdet_configs', '*_coco.py') if 'inline-pvt' not in n} == set(DETECTION)
+    assert {n for n in configs('mmseg_configs', '*ade20k*.py') if 'inline-pvt' not in n} == set(SEGMENTATION)
+    det, seg = configs('mmdet_configs', '*inline-pvt*'), configs('mmseg_configs', '*inline-pvt*')
+    assert det == set(MASK_RCNN) | set(RETINANET)
+    assert seg == set(SEM_FPN)
+    assert len(det) == 8 and len(seg) == 4
 
 
-def test_released_links_have_the_share_shape():
+def test_released_links_have_the_share_shape_and_the_authors_ids():
     assert len(set(RELEASED_CHECKPOINTS.values())) == len(RELEASED_CHECKPOINTS) == 7
     for url in RELEASED_CHECKPOINTS.values():
         assert re.fullmatch(r'https://cloud\.tsinghua\.edu\.cn/f/[0-9a-f]{20}/\?dl=1', url), url
@@ -114,6 +193,10 @@ def test_released_links_have_the_share_shape():
         assert arch_checkpoints(f'inline_{family}_') == {
             size: RELEASED_CHECKPOINTS[f'inline_{family}_{size[0]}'] for size in sizes}
     assert PVT_ARCH_CHECKPOINTS == arch_checkpoints('inline_pvt_')
+    assert PVT_ARCH_CHECKPOINTS == {arch: f'https://cloud.tsinghua.edu.cn/f/{id_}/?dl=1'
+                                    for arch, id_ in RELEASED_IDS.items()}
+    assert {RELEASED_CHECKPOINTS[f'inline_pvt_{arch[0]}'] for arch in RELEASED_IDS} == set(
+        PVT_ARCH_CHECKPOINTS.values())
 
 
 @pytest.mark.parametrize('name', sorted(DETECTION))
@@ -185,3 +268,57 @@ def test_cpu_processes_get_bn_for_every_syncbn(folder, name, paths):
         for key in path.split('.'):
             node = node[int(key)] if key.isdigit() else node[key]
         assert plain(node) == dict(type='BN', requires_grad=True)
+
+
+@pytest.mark.parametrize('name', sorted(MASK_RCNN))
+def test_mask_rcnn_recipe(name):
+    arch, drop_path = MASK_RCNN[name]
+    cfg = load('mmdet_configs', name)
+    assert cfg.model.type == 'MaskRCNN'
+    assert_pvt_backbone(cfg, arch, drop_path)
+    assert_plain_adamw(cfg, 2e-4)
+    assert_coco_1x(cfg)
+    assert plain(cfg.model.neck) == dict(type='FPN', in_channels=PVT_CHANNELS, out_channels=256, num_outs=5)
+    assert cfg.model.roi_head.bbox_head.num_classes == cfg.model.roi_head.mask_head.num_classes == 80
+    assert cfg.train_dataloader.dataset.pipeline[1].with_mask
+
+
+@pytest.mark.parametrize('name', sorted(RETINANET))
+def test_retinanet_recipe(name):
+    arch, drop_path = RETINANET[name]
+    cfg = load('mmdet_configs', name)
+    assert cfg.model.type == 'RetinaNet'
+    assert_pvt_backbone(cfg, arch, drop_path)
+    assert_plain_adamw(cfg, 1e-4)
+    assert_coco_1x(cfg)
+    assert plain(cfg.model.neck) == dict(type='FPN', in_channels=PVT_CHANNELS, out_channels=256, start_level=1,
+                                         add_extra_convs='on_input', num_outs=5)
+    assert cfg.model.bbox_head.num_classes == 80
+
+
+@pytest.mark.parametrize('name', sorted(SEM_FPN))
+def test_semantic_fpn_recipe(name):
+    arch, drop_path = SEM_FPN[name]
+    cfg = load('mmseg_configs', name)
+    assert cfg.model.type == 'EncoderDecoder'
+    assert 'pretrained' not in cfg.model.backbone and cfg.model.pretrained is None
+    assert_pvt_backbone(cfg, arch, drop_path)
+    assert_plain_adamw(cfg, 2e-4)
+    # No SGD left at the top level either (mmseg's schedule defines `optimizer` there and wraps it).
+    assert plain(cfg.optimizer) == dict(type='AdamW', lr=2e-4, weight_decay=1e-4)
+    assert cfg.train_dataloader.batch_size == 2            # x 8 GPUs = 16
+    assert plain(cfg.param_scheduler) == [
+        dict(type='PolyLR', eta_min=0.0, power=0.9, begin=0, end=40000, by_epoch=False)]
+    assert plain(cfg.train_cfg) == dict(type='IterBasedTrainLoop', max_iters=40000, val_interval=4000)
+    checkpoint = cfg.default_hooks.checkpoint
+    assert (checkpoint.by_epoch, checkpoint.interval, checkpoint.max_keep_ckpts, checkpoint.save_best) == (
+        False, 4000, 3, 'mIoU')
+    assert plain(cfg.model.neck) == dict(type='FPN', in_channels=PVT_CHANNELS, out_channels=256, num_outs=4)
+    head = cfg.model.decode_head
+    assert (head.type, head.in_channels, head.feature_strides, head.num_classes) == (
+        'FPNHead', [256] * 4, [4, 8, 16, 32], 150)
+    assert 'auxiliary_head' not in cfg.model
+    assert cfg.crop_size == (512, 512) and cfg.model.data_preprocessor.size == (512, 512)
+    crop = [t for t in cfg.train_dataloader.dataset.pipeline if t.type == 'RandomCrop']
+    assert [t.crop_size for t in crop] == [(512, 512)]
+    assert cfg.train_dataloader.dataset.type == 'ADE20KDataset'
