@@ -70,16 +70,17 @@ def test_carried_wheels_and_the_image_cover_the_stacks_needs():
 
 def test_backbone_check_dry_run_plans_the_gpu_tests_then_every_benchmark(tmp_path):
     """The backbone device script (tools/gpu_backbone_check.sh): the carried wheels, the GPU tests, then nine
-    benchmark_gpu.py runs whose options the tool accepts (each parsed by the tool's own argument parser)."""
+    runs of tools/analysis_tools/benchmark.py whose options the tool accepts (each parsed by the tool's own argument
+    parser)."""
+    from inline_backbones.benchmark.options import parse_args
+
     out = subprocess.run(['bash', str(BACKBONE_CHECK)], capture_output=True, text=True, timeout=60,
                          env={**os.environ, 'DRY_RUN': '1', 'OUT': str(tmp_path / 'out')})
     assert out.returncode == 0, out.stderr
     cmds = [line[2:] for line in out.stdout.splitlines() if line.startswith('+ ')]
     assert '--target /tmp/site' in cmds[0] and 'tests/test_gpu_paths.py' in cmds[1]
-    benches = [c.split('tools/benchmark_gpu.py ', 1)[1] for c in cmds if 'tools/benchmark_gpu.py' in c]
+    tool = 'tools/analysis_tools/benchmark.py '
+    benches = [c.split(tool, 1)[1] for c in cmds if tool in c]
     assert len(benches) == 9 and any('--cuda-graphs' in b for b in benches) and any('--train' in b for b in benches)
-    import sys
-    sys.path.insert(0, str(ROOT / 'tools'))
-    import benchmark_gpu
     for b in benches:
-        benchmark_gpu.parse_args(b.split())
+        parse_args(b.split())

@@ -1,32 +1,32 @@
 """How much padding changes an image's backbone features, per backbone mode, and what the modes cost.
 
-    python tools/measure_padding.py [--image 800x1216] [--padded 800x1344 1216x1344]
-        [--models inline-swin-t inline-swin-t-pa inline-swin-t-w56 inline-swin-t-pa-w56 swin-t]
-    python tools/measure_padding.py --latency [--latency-image 800x1333] [--repeats 7]
+    python tools/analysis_tools/measure_padding.py [--image 800x1216] [--padded 800x1344 1216x1344]
+        [--models inline-swin-t inline-swin-t-pa inline-swin-t-w56 inline-swin-t-pa-w56 mmdet:swin-t]
+    python tools/analysis_tools/measure_padding.py --latency [--latency-image 800x1333] [--repeats 7]
 
 Padding table: one random image (standard normal, i.e. already normalised) of ``--image`` pixels is run
 alone (no padding) and zero-padded bottom/right to each ``--padded`` size, through randomly
 initialised backbones (``init_weights``, seed 0); printed per stage: ``|f_padded - f_alone| / |f_alone|``
 (Frobenius norms) on the image's own region (``ceil(size / stride)`` tokens). Padding-aware models get
-the image's shape explicitly. Model names as in ``tools/benchmark_highres.py``: ``-pa`` padding-aware,
-``-wN`` InLine windows of N; ``swin-t`` is mmdet's Swin-T (window 7).
+the image's shape explicitly. Model names as in ``tools/analysis_tools/benchmark.py`` (this package's and mmdet's):
+``-pa`` padding-aware, ``-wN`` InLine windows of N; ``mmdet:swin-t`` is mmdet's Swin-T (window 7).
 
-``--latency``: batch 1, fp32, CPU threads as torch sets them, the models timed interleaved (one forward
-of each per round, ``--repeats`` rounds after one warm-up round), median and ratio to the first model.
+``--latency``: batch 1, fp32, CPU threads as torch sets them, the models timed interleaved as the benchmark times
+them (:func:`inline_backbones.benchmark.timing.interleaved`: one forward of each per round, ``--repeats`` rounds after
+one warm-up round, the wall clock), median and ratio to the first model.
 The input is the mmdet batch of one ``--latency-image`` image: padded to a multiple of 32 with zeros,
 its shape given to the padding-aware models.
 """
 import argparse
+import functools
 import math
 import statistics
-import sys
-import time
-from os import path as osp
 
 import torch
 
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-from benchmark_highres import build_backbone, parse_size  # noqa: E402
+from inline_backbones.benchmark.names import build_backbone
+from inline_backbones.benchmark.options import parse_size
+from inline_backbones.benchmark.timing import interleaved
 
 STRIDES = (4, 8, 16, 32)
 
@@ -76,13 +76,8 @@ def latency(args):
     image_hw = parse_size(args.latency_image)
     x = padded(torch.randn(1, 3, *image_hw), [s + (-s) % 32 for s in image_hw])
     models = {name: build(name, image_hw) for name in args.models}
-    times = {name: [] for name in models}
-    for round_ in range(args.repeats + 1):
-        for name, model in models.items():
-            start = time.perf_counter()
-            run(model, x, image_hw)
-            if round_:
-                times[name].append(time.perf_counter() - start)
+    calls = {name: functools.partial(run, model, x, image_hw) for name, model in models.items()}
+    times, _ = interleaved(calls, args.repeats, 1, torch.device('cpu'))
     first = statistics.median(times[args.models[0]])
     print(f'batch 1, fp32, {torch.get_num_threads()} threads, {args.latency_image} image in a '
           f'{x.shape[-2]}x{x.shape[-1]} input, median of {args.repeats} interleaved rounds:')
@@ -90,7 +85,7 @@ def latency(args):
     print('|---|---|---|---|')
     for name, t in times.items():
         med = statistics.median(t)
-        print(f'| {name} | {med:.3f} | {min(t):.3f}-{max(t):.3f} | {med / first:.3f} |')
+        print(f'| {name} | {med / 1e3:.3f} | {min(t) / 1e3:.3f}-{max(t) / 1e3:.3f} | {med / first:.3f} |')
 
 
 def main():
@@ -107,7 +102,7 @@ def main():
         latency(args)
     else:
         args.models = args.models or ['inline-swin-t', 'inline-swin-t-pa', 'inline-swin-t-w56',
-                                      'inline-swin-t-pa-w56', 'swin-t']
+                                      'inline-swin-t-pa-w56', 'mmdet:swin-t']
         padding_table(args)
 
 

@@ -1,0 +1,79 @@
+"""The benchmark's pictures: latency and peak memory against pixels (log-log), and the window sweep."""
+
+
+def _pyplot():
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _label(key, keys):
+    """A series' label: its model, and the parts of its setting that differ between the series."""
+    varying = [i for i in range(1, len(key)) if len({k[i] for k in keys}) > 1]
+    extra = [f'batch {key[i]}' if i == 1 else str(key[i]) for i in varying]
+    return ' '.join([key[0], *extra])
+
+
+def latency_memory(path, series, title):
+    """Latency (and peak memory, where measured) against megapixels per image, one line per series (key: model,
+    batch, mode, step, capture -> its rows by pixels); False if there is none."""
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+    if not series:
+        return False
+    plt = _pyplot()
+    panels = [('latency_ms', 1e-3, 'latency (s)')]
+    if any(r.get('peak_memory_mb') for rows in series.values() for r in rows):
+        panels.append(('peak_memory_mb', 1, 'peak memory of one call (MB)'))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+    for ax, (key, scale, label) in zip(axes[0], panels, strict=True):
+        for name, rows in series.items():
+            points = [r for r in rows if r.get(key)]
+            if points:
+                ax.plot([r['pixels'] / 1e6 for r in points], [r[key] * scale for r in points], 'o-',
+                        label=_label(name, series))
+        ax.set_xscale('log')
+        ax.set_yscale('log')
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_formatter(ScalarFormatter())
+            axis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel('megapixels per image')
+        ax.set_ylabel(label)
+        ax.grid(True, which='both', alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def window_sizes(path, sweep, paper, title):
+    """Images/s of both models and InLine-Swin-T's speed-up per window size (beside ``paper``'s: window -> speed-up),
+    one line per setting."""
+    plt = _pyplot()
+    fig, (ax_fps, ax_ratio) = plt.subplots(1, 2, figsize=(11, 4.2))
+    settings = {(s['size'], s['batch'], s['dtype']): [] for s in sweep}
+    for s in sweep:
+        settings[s['size'], s['batch'], s['dtype']].append(s)
+    for setting, rows in settings.items():
+        what = ' '.join(str(v) for v in setting) if len(settings) > 1 else ''
+        windows = [r['window'] for r in rows]
+        ax_fps.plot(windows, [r['swin_images_per_s'] for r in rows], 'o-', label=f'timm:swin-t-w{{w}} {what}')
+        ax_fps.plot(windows, [r['inline_images_per_s'] for r in rows], 's-', label=f'inline-swin-t-w{{w}} {what}')
+        ax_ratio.plot(windows, [r['speedup'] for r in rows], 'o-', label=f'measured {what}')
+    ax_ratio.plot(sorted(paper), [paper[w] for w in sorted(paper)], 'k*--', label='paper Fig. 3 (GPU)')
+    ax_ratio.axhline(1, color='grey', lw=0.8)
+    ticks = sorted({s['window'] for s in sweep})
+    for ax, label in ((ax_fps, 'images/s'), (ax_ratio, 'InLine-Swin-T / Swin-T images/s')):
+        ax.set_xscale('log', base=2)
+        ax.set_xticks(ticks, [str(w) for w in ticks])
+        ax.set_xlabel('window size')
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
