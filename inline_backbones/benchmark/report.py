@@ -149,11 +149,6 @@ def _ms(value):
     return f'{value:.2f}' if value < 100 else f'{value:.1f}' if value < 1000 else f'{value:.0f}'
 
 
-def _sig(value):
-    """Three significant digits, without an exponent."""
-    return f'{value:.{max(0, 2 - math.floor(math.log10(abs(value))))}f}' if value else '0'
-
-
 def _caption(metas, rows):
     runs = dict.fromkeys(f'{m.get("machine")}, torch {m.get("torch")}'
                          + (f', {m["threads"]} threads' if m.get('device') == 'cpu' and m.get('threads') else '')
@@ -176,7 +171,7 @@ def markdown_table(rows):
     cols = [('size', lambda r: r['size']), *((k, lambda r, k=k: str(r[k])) for k in varying),
             ('model', lambda r: r['model']),
             ('latency ms (min-max)', lambda r: f'{_ms(r["latency_ms"])} ({_ms(r["min_ms"])}-{_ms(r["max_ms"])})'),
-            ('img/s', lambda r: _sig(r['images_per_s']))]
+            ('img/s', lambda r: f'{r["images_per_s"]:.2f}')]
     optional = [('launches', 'launches', lambda v: f'{v}'), ('peak MB', 'peak_memory_mb', lambda v: f'{v:.0f}'),
                 ('GFLOPs', 'gflops', lambda v: f'{v:.1f}'), ('GFLOP/s', 'achieved_gflops_per_s', lambda v: f'{v:.0f}'),
                 ('%GEMM', 'gemm_fraction', lambda v: f'{100 * v:.0f}%')]
@@ -240,8 +235,8 @@ def window_sweep(rows):
 
 
 def window_table(sweep):
-    lines = ['| window | size | batch | dtype | Swin-T img/s | Swin-T GFLOPs | InLine-Swin-T img/s '
-             '| InLine-Swin-T GFLOPs | speed-up | paper (GPU) |', '|' + '---|' * 10]
+    lines = ['| window | size | batch | dtype | timm:swin-t-w{w} img/s | GFLOPs | inline-swin-t-w{w} img/s | GFLOPs '
+             '| speed-up | paper (GPU) |', '|' + '---|' * 10]
     for s in sweep:
         flops = ['' if v is None else f'{v:.1f}' for v in (s['swin_gflops'], s['inline_gflops'])]
         paper = '' if s['paper_speedup'] is None else f'{s["paper_speedup"]}x'
