@@ -11,6 +11,7 @@ import pytest
 import timm
 import torch
 from padding_cases import small_backbone
+from tool_modules import load_tool
 
 from inline_backbones.export import (
     ExtractFeat,
@@ -248,8 +249,8 @@ def test_torch_onnx_export_is_right_on_both_sides_of_swins_small_map_rule(onnx_s
 
 @pytest.mark.slow
 def test_export_onnx_range_across_swins_small_map_rule(onnx_stack, tmp_path):
-    """``export_onnx`` (and so ``tools/export_onnx.py``) exports a dynamic range across the rule, from an example on
-    the shifted side (stage 4: 4x5), and the file gives eager's numbers on both sides."""
+    """``export_onnx`` (and so ``tools/deployment/export_onnx.py``) exports a dynamic range across the rule, from an
+    example on the shifted side (stage 4: 4x5), and the file gives eager's numbers on both sides."""
     model = mixer_backbone('IIIS')
     export_onnx(model, torch.randn(1, 3, 128, 160), tmp_path / 'model.onnx', 'dynamo', dynamic=((64, 96), (256, 256)))
     errors = onnx_errors(model, tmp_path / 'model.onnx', SMALL_MAP_RULE_SIZES)
@@ -267,15 +268,14 @@ def test_torchscript_exporter_refuses_dynamic_sizes(onnx_stack, tmp_path):
 
 @pytest.mark.slow
 def test_export_tool_end_to_end(onnx_stack, tmp_path):
-    """tools/export_onnx.py on the small (padding-aware) Mask R-CNN config, as docs/deployment.md runs it: turns
-    padding-aware mode off with a notice (extract_feat has one input), exports backbone + neck with dynamic sizes
+    """tools/deployment/export_onnx.py on the small (padding-aware) Mask R-CNN config, as docs/deployment.md runs it:
+    turns padding-aware mode off with a notice (extract_feat has one input), exports backbone + neck with dynamic sizes
     and prints the errors at both sizes and both latencies; a bad --shape gets a one-line error, no traceback."""
     import re
     import subprocess
-    import sys
 
     config = osp.join(ROOT, 'mmdet_configs', 'mask-rcnn_inline-swin-mini_fpn_shapes.py')
-    command = [sys.executable, osp.join(ROOT, 'tools', 'export_onnx.py'), config, '--shape', '64', '96',
+    command = [sys.executable, osp.join(ROOT, 'tools', 'deployment', 'export_onnx.py'), config, '--shape', '64', '96',
                '--dynamic', '64', '96', '96', '128', '--repeats', '1', '--out', str(tmp_path / 'det.onnx')]
     env = {**os.environ, 'PYTHONWARNINGS': 'ignore'}
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
@@ -305,11 +305,7 @@ def identity_onnx(path):
 
 @pytest.fixture
 def export_tool():
-    sys.path.insert(0, osp.join(ROOT, 'tools'))
-    try:
-        yield importlib.import_module('export_onnx')
-    finally:
-        sys.path.remove(osp.join(ROOT, 'tools'))
+    return load_tool('tools/deployment/export_onnx.py')
 
 
 def test_timing_session_does_not_spin(onnx_stack, tmp_path):
@@ -356,3 +352,18 @@ def test_export_tool_times_interleaved_rounds_without_spinning(onnx_stack, expor
     for spinning, threads in [(True, torch.get_num_threads()), (False, None)]:
         with pytest.raises(ValueError, match='a session whose idle threads do not spin and that uses torch'):
             export_tool.median_latencies(lambda x: x, onnxruntime_session(path, threads, spinning), torch.zeros(1), 1)
+
+
+def test_export_tool_checks_its_inputs_before_building(export_tool, tmp_path):
+    """A mistyped config and a checkpoint cut off part-way end the tool in one line before any model is built."""
+    config = osp.join(ROOT, 'mmdet_configs', 'mask-rcnn_inline-swin-mini_fpn_shape.py')
+    with pytest.raises(SystemExit) as exit_:
+        export_tool.main([config])
+    assert exit_.value.code == (f"[export_onnx] error: config not found: '{config}' (did you mean "
+                                f"'{config[:-3]}s.py'?)")
+    torch.save({'state_dict': {'w': torch.randn(64, 64)}}, tmp_path / 'model.pth')
+    data = (tmp_path / 'model.pth').read_bytes()
+    (tmp_path / 'model.pth').write_bytes(data[:len(data) // 2])
+    with pytest.raises(SystemExit) as exit_:
+        export_tool.main(['inline_swin_tiny', '--checkpoint', str(tmp_path / 'model.pth')])
+    assert str(exit_.value.code).startswith(f"[export_onnx] error: checkpoint '{tmp_path}/model.pth' is cut off")

@@ -1,7 +1,7 @@
 """Export a detector's/segmentor's backbone and neck, or a timm classifier, to ONNX and check the file in
 onnxruntime against eager PyTorch.
 
-    python tools/export_onnx.py MODEL [--checkpoint FILE] [--shape H W] [--exporter dynamo|torchscript]
+    python tools/deployment/export_onnx.py MODEL [--checkpoint FILE] [--shape H W] [--exporter dynamo|torchscript]
         [--dynamic MIN_H MIN_W MAX_H MAX_W] [--out FILE] [--cfg-options KEY=VALUE ...] [--backbone-only]
         [--repeats 5]
 
@@ -41,6 +41,7 @@ from inline_backbones.export import (
     run_onnx,
     session_spins,
 )
+from inline_backbones.tool_inputs import check_checkpoint, check_config, exit_on_input_error
 
 
 def build_model(name, checkpoint=None, cfg_options=None, backbone_only=False):
@@ -118,7 +119,8 @@ def main(argv=None):
     parser.add_argument('--out', help='ONNX file (default: <model name>_<exporter>.onnx)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction, help='config overrides, key=value')
     parser.add_argument('--backbone-only', action='store_true', help="configs: the backbone, without the neck")
-    parser.add_argument('--repeats', type=int, default=5, help='timed rounds, one forward of each runtime per round (0: no timing)')
+    parser.add_argument('--repeats', type=int, default=5,
+                        help='timed rounds, one forward of each runtime per round (0: no timing)')
     parser.add_argument('--tolerance', type=float, default=1e-5, help='largest relative error accepted')
     args = parser.parse_args(argv)
     dynamic = None
@@ -129,6 +131,11 @@ def main(argv=None):
         if args.exporter != 'dynamo':
             parser.error('--dynamic needs --exporter dynamo (the TorchScript exporter exports one fixed size)')
     out = args.out or f'{osp.splitext(osp.basename(args.model))[0]}_{args.exporter}.onnx'
+    with exit_on_input_error('export_onnx'):   # before any model is built: one line, status 1
+        if args.model.endswith('.py'):
+            check_config(args.model)
+        if args.checkpoint:
+            check_checkpoint(args.checkpoint)
 
     model, what = build_model(args.model, args.checkpoint, args.cfg_options, args.backbone_only)
     torch.manual_seed(0)
