@@ -44,15 +44,21 @@ def images(seed=0):
 MEAN, STD = [123.675, 116.28, 103.53], [58.395, 57.12, 57.375]
 
 
+def preprocessed(preprocessor, sample_type, imgs, training):
+    """``imgs`` through an OpenMMLab data ``preprocessor``, each with its shape in a ``sample_type``: the batch and
+    each image's shape as the preprocessor left it."""
+    samples = [sample_type(metainfo=dict(img_shape=tuple(i.shape[1:]))) for i in imgs]
+    data = preprocessor(dict(inputs=list(imgs), data_samples=samples), training)
+    return data['inputs'], [s.img_shape for s in data['data_samples']]
+
+
 def det_batch(imgs):
     """mmdet's own DetDataPreprocessor: normalise, then zero-pad to the batch's largest size and x32."""
     mmdet_pre = pytest.importorskip('mmdet.models.data_preprocessors')
     from mmdet.structures import DetDataSample
 
     pre = mmdet_pre.DetDataPreprocessor(mean=MEAN, std=STD, bgr_to_rgb=True, pad_size_divisor=32)
-    samples = [DetDataSample(metainfo=dict(img_shape=tuple(i.shape[1:]))) for i in imgs]
-    data = pre(dict(inputs=list(imgs), data_samples=samples), False)
-    return data['inputs'], [s.img_shape for s in data['data_samples']]
+    return preprocessed(pre, DetDataSample, imgs, False)
 
 
 def seg_batch(imgs):
@@ -61,9 +67,7 @@ def seg_batch(imgs):
     from mmseg.structures import SegDataSample
 
     pre = mmseg_pre.SegDataPreProcessor(mean=MEAN, std=STD, bgr_to_rgb=True, size_divisor=32)
-    samples = [SegDataSample(metainfo=dict(img_shape=tuple(i.shape[1:]))) for i in imgs]
-    data = pre(dict(inputs=list(imgs), data_samples=samples), True)
-    return data['inputs'], [s.img_shape for s in data['data_samples']]
+    return preprocessed(pre, SegDataSample, imgs, True)
 
 
 def relative_difference_on_region(batched, alone, index, hw):

@@ -1,8 +1,11 @@
 """Access to the authors' released-format InLine-PVT fixtures in ``../shared/fixtures/released-inline-pvt``:
 two small models (layouts ``IIII`` and ``IISS``) saved by the authors' code, their stage tokens and logits at
-224x224 (batch 2), 256x320 and 250x330, and the key shapes and parameter counts of the full T/S/M/L."""
+224x224 (batch 2), 256x320 and 250x330, and the key shapes and parameter counts of the full T/S/M/L. The same
+functions as ``released_fixtures.py`` give what the tests of every family read (``released_classifier``,
+``logit_cases``, ``expected_stage_tokens``)."""
 import json
 
+import timm
 import torch
 from released_fixtures import FIXTURE_DIR, require
 
@@ -11,6 +14,7 @@ from inline_backbones import InLinePVT
 PVT_DIR = FIXTURE_DIR.parent / 'released-inline-pvt'
 LAYOUTS = ('IIII', 'IISS')
 SIZES = ('224x224', '256x320', '250x330')
+TIMM_MODEL = 'inline_pvt_tiny'      # the timm model function the fixtures' mini archs override
 
 
 def checkpoint_path(layout):
@@ -43,5 +47,20 @@ def released_backbone(layout, **kwargs):
     return model.eval()
 
 
-def rel_diff(a, b):
-    return ((a - b).norm() / b.norm()).item()
+def logit_cases(layout):
+    """``[(x, logits)]`` of the authors' ``layout`` model at each of :data:`SIZES`."""
+    case = expected(layout)
+    return [(case[size]['x'], case[size]['logits']) for size in SIZES]
+
+
+def expected_stage_tokens(layout):
+    """``(x, [4 x (B, N, C)])``: the input and the authors' stage tokens at 256x320."""
+    case = expected(layout)['256x320']
+    return case['x'], case['stage_tokens']
+
+
+def released_classifier(layout, path=None, **kwargs):
+    """``timm.create_model`` of the fixture's mini arch (keyword overrides) from a released-format file."""
+    file = str(path or checkpoint_path(layout))
+    return timm.create_model(TIMM_MODEL, pretrained=True, pretrained_cfg_overlay=dict(file=file), attn_type=layout,
+                             **mini_arch(layout), **kwargs).eval()

@@ -3,13 +3,16 @@
 They were made with the authors' own model code at 224x224 (``window_size=56``): small models
 (embed 16, depths 2-2-4-2, heads 1-2-4-8) in the released checkpoint format, and for the kernel
 functions ``identity``, ``exp`` and ``relu`` the tokens out of each stage's last block (before patch
-merging and before any norm) and the classifier logits for a fixed input ``x``.
+merging and before any norm) and the classifier logits for a fixed input ``x``. The same functions as
+``pvt_fixtures.py`` give what the tests of every family read (``released_classifier``, ``logit_cases``,
+``expected_stage_tokens``).
 """
 import json
 import os
 from pathlib import Path
 
 import pytest
+import timm
 import torch
 
 from inline_backbones import InLineSwinTransformer
@@ -21,6 +24,7 @@ FIXTURE_DIR = next((p / FIXTURE_SUBDIR for p in Path(__file__).resolve().parents
                    Path(__file__).resolve().parents[2] / FIXTURE_SUBDIR)
 LAYOUTS = ('IIIS', 'IISS', 'IIMS2')
 KERNELS = ('identity', 'exp', 'relu')
+TIMM_MODEL = 'inline_swin_tiny'     # the timm model function the fixtures' mini archs override
 
 
 def require(path=FIXTURE_DIR):
@@ -55,6 +59,25 @@ def mini_arch(layout):
     return dict(embed_dims=arch['embed_dims'], depths=list(arch['depths']), num_heads=list(arch['num_heads']))
 
 
+def logit_cases(layout, kernel_func='identity'):
+    """``[(x, logits)]`` of the authors' ``layout`` model with ``kernel_func``: the fixture's input (2, 3, 224, 224)."""
+    case = expected(layout)
+    return [(case['x'], case[kernel_func]['logits'])]
+
+
+def expected_stage_tokens(layout):
+    """``(x, [4 x (B, N, C)])``: the input and the authors' stage tokens (identity kernel) at 224x224."""
+    case = expected(layout)
+    return case['x'], case['identity']['stage_tokens']
+
+
+def released_classifier(layout, path=None, **kwargs):
+    """``timm.create_model`` of the fixture's mini arch (keyword overrides) from a released-format file."""
+    file = str(path or checkpoint_path(layout))
+    return timm.create_model(TIMM_MODEL, pretrained=True, pretrained_cfg_overlay=dict(file=file), attn_type=layout,
+                             **mini_arch(layout), **kwargs).eval()
+
+
 def released_backbone(layout, kernel_func='identity', **kwargs):
     """Our backbone built for the fixture's arch and loaded from its released-format file (strict)."""
     model = InLineSwinTransformer(
@@ -75,6 +98,11 @@ def stage_tokens(backbone, x):
         for hook in hooks:
             hook.remove()
     return captured
+
+
+def rel_diff(a, b):
+    """|a - b| / |b| (Frobenius norms)."""
+    return ((a - b).norm() / b.norm()).item()
 
 
 def assert_stage_tokens_equal(actual, reference, rtol=1e-4):

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pvt_fixtures as pf
 import pytest
 import released_fixtures as rf
 import timm
@@ -135,3 +136,20 @@ def test_folders_that_fit_no_class_list_are_rejected(tmp_path):
     with pytest.raises(ValueError, match='2 class folders and the model 1000 classes'):
         load_tool().main([str(data), '--checkpoint', str(rf.checkpoint_path('IIIS')), '--workers', '0',
                           '--model-args', json.dumps({**rf.mini_arch('IIIS'), 'attn_type': 'IIIS'})])
+
+
+def test_the_pvt_models_are_scored_through_their_squash_crop(tmp_path):
+    """An InLine-PVT file through the squash-crop transform, with the model's own predictions as the reference."""
+    tool = load_tool()
+    data = make_image_folder(tmp_path / 'val', ['n01440764', 'n01443537'], per_class=2)
+    result = tool.main([str(data), '--model', 'inline_pvt_tiny', '--checkpoint', str(pf.checkpoint_path('IISS')),
+                        '--model-args', json.dumps(dict(attn_type='IISS', **pf.mini_arch('IISS'))),
+                        '--device', 'cpu', '--workers', '0', '--no-progress'])
+    assert result['images'] == 4 and result['label_mode'] == 'imagenet-synsets'
+    assert result['data_config']['crop_mode'] == 'squash' and result['data_config']['crop_pct'] == 0.875
+    model = pf.released_classifier('IISS')
+    transform = timm.data.create_transform(**timm.data.resolve_data_config(model=model))
+    dataset, _ = tool.build_dataset(str(data), transform, 1000)
+    with torch.no_grad():
+        hits = sum(int(model(x[None]).argmax() == y) for x, y in dataset)
+    assert result['top1'] == 100 * hits / 4

@@ -13,6 +13,7 @@ import copy
 import hashlib
 import math
 import re
+import subprocess
 import sys
 from dataclasses import dataclass
 
@@ -31,7 +32,7 @@ from inline_backbones import (
 )
 from inline_backbones.models.classifier import _model_function, checkpoint_filter_fn, pretrained_cfg
 from inline_backbones.models.stages import to_nchw, to_nhwc
-from inline_backbones.released import PAPER_FIGURES, RELEASED_CHECKPOINTS
+from inline_backbones.released import PAPER_FIGURES, RELEASED_CHECKPOINTS, arch_checkpoints
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,40 @@ def test_timm_registry_has_every_family():
     for case in FAMILIES.values():   # the class keyword family= sets the table and its presets on both wrappers
         assert case.classifier.family is case.backbone.family
         assert case.classifier.arch_zoo is case.backbone.arch_zoo is case.backbone.family.arch_zoo
+
+
+def test_import_registers_every_timm_model_without_mmdet_or_mmseg():
+    code = ('import sys, timm, inline_backbones\n'
+            'print(timm.list_models("inline_*"), sorted(m for m in ("mmdet", "mmseg") if m in sys.modules))')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == ("['inline_pvt_large', 'inline_pvt_medium', 'inline_pvt_small', "
+                                            "'inline_pvt_tiny', 'inline_swin_base', 'inline_swin_small', "
+                                            "'inline_swin_tiny'] []")
+
+
+# Each family's timm cfg as its authors evaluate: crop mode, the resize before the 224 crop, the images' conv.
+TIMM_CFG = {'swin': ('center', 256, 'patch_embed.proj'), 'pvt': ('squash', (256, 256), 'layers.0.embed.proj')}
+
+
+@pytest.mark.parametrize('family', FAMILIES)
+def test_pretrained_cfg_is_the_authors_evaluation(family):
+    """Every released model of the family has its link, a 7 x 7 last map, ``head`` and the images' conv named;
+    the data config is the authors' evaluation: resized bicubic (InLine-Swin as Swin: the short side to 256;
+    InLine-PVT: squashed to 256 x 256), centre crop 224 (crop_pct 0.875), ImageNet mean/std, 1000 classes."""
+    case = FAMILIES[family]
+    crop_mode, resize, first_conv = TIMM_CFG[family]
+    links = arch_checkpoints(case.timm_prefix)
+    for arch, url in links.items():
+        model = timm.create_model(f'{case.timm_prefix}{arch}', **case.small, attn_type=case.layouts[0])
+        cfg = model.pretrained_cfg
+        assert cfg['url'] == url and cfg['pool_size'] == (7, 7)
+        assert cfg['first_conv'] == first_conv and cfg['classifier'] == 'head'
+    data = timm.data.resolve_data_config(model=model)
+    assert data['input_size'] == (3, 224, 224) and data['interpolation'] == 'bicubic'
+    assert data['crop_pct'] == 0.875 and data['crop_mode'] == crop_mode
+    assert data['mean'] == timm.data.IMAGENET_DEFAULT_MEAN and data['std'] == timm.data.IMAGENET_DEFAULT_STD
+    assert model.pretrained_cfg['num_classes'] == model.num_classes == 1000
+    assert timm.data.create_transform(**data).transforms[0].size == resize
 
 
 @pytest.mark.parametrize('name', TIMM_MODELS)
@@ -426,6 +461,9 @@ def test_classifier_defaults_options_and_feature_info(family):
         case.classifier(arch=case.small, attn_type=case.layouts[0], padding_aware=True)
     assert str(error.value) == ('padding_aware is not supported by the classifier (it pools every token of the '
                                 'input): use the mmdet/mmseg backbone for padded batches of different sizes')
+    with pytest.raises(ValueError, match='padding_aware is not supported by the classifier'):   # through timm
+        timm.create_model(f'{case.timm_prefix}tiny', padding_aware=True, **case.small)
+    assert not timm.create_model(f'{case.timm_prefix}tiny', padding_aware=False, **case.small).padding_aware
 
 
 @pytest.mark.parametrize('family', FAMILIES)
@@ -502,6 +540,50 @@ def test_forward_intermediates_and_pruning_follow_timm(family):
     assert model.prune_intermediate_layers() == [1] and len(model.layers) == 2   # timm's default: the last index
     model.prune_intermediate_layers([0], prune_norm=True, prune_head=False)
     assert len(model.layers) == 1 and isinstance(model.norm, torch.nn.Identity)
+
+
+# A three-stage arch of each family.
+THREE_STAGES = {'swin': dict(embed_dims=16, depths=[1, 1, 1], num_heads=[1, 2, 4], attn_type='IIS'),
+                'pvt': dict(embed_dims=[16, 32, 48], depths=[1, 1, 1], num_heads=[1, 2, 3], mlp_ratios=[8, 8, 4],
+                            sr_ratios=[8, 4, 2], attn_type='IIS')}
+
+
+@pytest.mark.parametrize('family', FAMILIES)
+def test_features_only_follows_the_models_own_depths_and_refuses_out_indices_without_it(family):
+    """features_only's default takes every stage of the model built (here three), not timm's five; out_indices
+    without features_only is an error naming the options (timm models take it only with features_only)."""
+    case = FAMILIES[family]
+    arch = THREE_STAGES[family]
+    widths = [16, 32, 64] if family == 'swin' else [16, 32, 48]
+    features = timm.create_model(f'{case.timm_prefix}tiny', features_only=True, **arch)
+    assert features.feature_info.channels() == widths and features.feature_info.reduction() == [4, 8, 16]
+    with torch.no_grad():
+        assert [tuple(m.shape) for m in features(torch.randn(1, 3, 64, 96))] == [
+            (1, widths[0], 16, 24), (1, widths[1], 8, 12), (1, widths[2], 4, 6)]
+    with pytest.raises(TypeError, match=rf"{case.classifier.__name__} got unexpected keyword arguments "
+                                        r"\['out_indices'\]"):
+        timm.create_model(f'{case.timm_prefix}tiny', out_indices=(1,), **arch)
+
+
+@fx_on_unwrapped_code
+@pytest.mark.parametrize('family', FAMILIES)
+def test_fx_graph_of_the_classifier_gives_its_logits(family):
+    """timm's fx graph (the mixers and the stem or stage embeddings are leaves) gives the logits and the features,
+    at a size that is no multiple of 32."""
+    from timm.models import create_feature_extractor, get_graph_node_names
+
+    case = FAMILIES[family]
+    torch.manual_seed(0)
+    model = randomized(case.classifier(arch=case.small, attn_type=case.layouts[1], drop_path_rate=0.))
+    nodes = get_graph_node_names(model)[1]
+    assert nodes[-1] == 'head' and 'to_nhwc' in nodes
+    assert 'layers.0.blocks.0.attn' in nodes and 'layers.2.blocks.0.attn' in nodes                 # mixers are leaves
+    assert ('patch_embed' if family == 'swin' else 'layers.0.embed') in nodes
+    graph = create_feature_extractor(model, return_nodes={'head': 'logits', 'to_nhwc': 'features'})
+    x = torch.randn(1, 3, 90, 110)
+    with torch.no_grad():
+        out = graph(x)
+        assert torch.equal(out['logits'], model(x)) and torch.equal(out['features'], model.forward_features(x))
 
 
 @pytest.mark.parametrize('name', TIMM_MODELS)

@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from padding_cases import det_batch, images, randomized, relative_difference_on_region
+from released_fixtures import rel_diff
 
 from inline_backbones import CheckpointMismatchError, InLinePVT
 from inline_backbones.models.families.pvt_checkpoint import from_released
@@ -25,7 +26,7 @@ def test_stage_outputs_equal_the_authors_model(layout, size):
         outs = pf.released_backbone(layout)(case['x'])
     for out, ref in zip(outs, case['stage_tokens'], strict=True):
         assert out.flatten(2).transpose(1, 2).shape == ref.shape
-        assert pf.rel_diff(out.flatten(2).transpose(1, 2), ref) < 1e-4
+        assert rel_diff(out.flatten(2).transpose(1, 2), ref) < 1e-4
 
 
 def test_the_fixture_comparison_can_fail():
@@ -33,7 +34,7 @@ def test_the_fixture_comparison_can_fail():
     case = pf.expected('IISS')['224x224']
     with torch.no_grad():
         outs = pf.released_backbone('IIII')(case['x'])
-    assert pf.rel_diff(outs[2].flatten(2).transpose(1, 2), case['stage_tokens'][2]) > 1e-2
+    assert rel_diff(outs[2].flatten(2).transpose(1, 2), case['stage_tokens'][2]) > 1e-2
 
 
 def to_released(state_dict):

@@ -270,14 +270,21 @@ def test_cpu_processes_get_bn_for_every_syncbn(folder, name, paths):
         assert plain(node) == dict(type='BN', requires_grad=True)
 
 
+def pvt_detector(name, table, detector, lr):
+    """The config ``name`` of ``table`` (config -> arch, drop path), checked to be ``detector`` on the InLine-PVT
+    backbone with plain AdamW at ``lr`` and the COCO 1x schedule."""
+    arch, drop_path = table[name]
+    cfg = load('mmdet_configs', name)
+    assert cfg.model.type == detector
+    assert_pvt_backbone(cfg, arch, drop_path)
+    assert_plain_adamw(cfg, lr)
+    assert_coco_1x(cfg)
+    return cfg
+
+
 @pytest.mark.parametrize('name', sorted(MASK_RCNN))
 def test_mask_rcnn_recipe(name):
-    arch, drop_path = MASK_RCNN[name]
-    cfg = load('mmdet_configs', name)
-    assert cfg.model.type == 'MaskRCNN'
-    assert_pvt_backbone(cfg, arch, drop_path)
-    assert_plain_adamw(cfg, 2e-4)
-    assert_coco_1x(cfg)
+    cfg = pvt_detector(name, MASK_RCNN, 'MaskRCNN', 2e-4)
     assert plain(cfg.model.neck) == dict(type='FPN', in_channels=PVT_CHANNELS, out_channels=256, num_outs=5)
     assert cfg.model.roi_head.bbox_head.num_classes == cfg.model.roi_head.mask_head.num_classes == 80
     assert cfg.train_dataloader.dataset.pipeline[1].with_mask
@@ -285,12 +292,7 @@ def test_mask_rcnn_recipe(name):
 
 @pytest.mark.parametrize('name', sorted(RETINANET))
 def test_retinanet_recipe(name):
-    arch, drop_path = RETINANET[name]
-    cfg = load('mmdet_configs', name)
-    assert cfg.model.type == 'RetinaNet'
-    assert_pvt_backbone(cfg, arch, drop_path)
-    assert_plain_adamw(cfg, 1e-4)
-    assert_coco_1x(cfg)
+    cfg = pvt_detector(name, RETINANET, 'RetinaNet', 1e-4)
     assert plain(cfg.model.neck) == dict(type='FPN', in_channels=PVT_CHANNELS, out_channels=256, start_level=1,
                                          add_extra_convs='on_input', num_outs=5)
     assert cfg.model.bbox_head.num_classes == 80

@@ -1,9 +1,11 @@
 """The Swin family's checkpoint filter (``inline_backbones.models.families.swin_checkpoint``) and the generic loader's
 use of it: mmdet's Swin key format loads into layout ``SSSS`` and gives mmdet's outputs; unknown or mixed
 formats fail listing their keys; the backbone drops the classifier parts, the classifier keeps or drops its
-head by class count; a model without a filter is loaded as it is, strictly."""
+head by class count; a model without a filter is loaded as it is, strictly; the T/S/B classifiers' state dicts are
+exactly the released files'."""
 import pytest
 import released_fixtures as rf
+import timm
 import torch
 from torch import nn
 
@@ -203,3 +205,20 @@ def test_model_without_filter_loads_as_is_and_strictly(tmp_path):
     assert load_pretrained(linear, tmp_path / 'no_bias.pth', filter_fn=drop_extra) == ['weight']
     with pytest.raises(CheckpointMismatchError, match=r'missing in checkpoint \(1\): bias'):
         load_pretrained(linear, tmp_path / 'no_bias.pth')
+
+
+@pytest.mark.parametrize('arch', ['tiny', 'small', 'base'])
+def test_state_dict_is_exactly_the_released_one(arch):
+    """Every key and shape of the downloadable T/S/B files, except the buffers the model rebuilds."""
+    released = rf.released_shapes(arch)
+    with torch.device('meta'):
+        model = timm.create_model(f'inline_swin_{arch}')
+    ours = {k: list(v.shape) for k, v in model.state_dict().items()}
+    dropped = {k for k in released['state_dict'] if k.endswith(RELEASED_BUFFERS)}
+    assert {k: v for k, v in released['state_dict'].items() if k not in dropped} == ours
+    # dropped on purpose: the softmax blocks' index tables and shifted blocks' masks, rebuilt by our modules
+    modules = dict(model.named_modules())
+    for key in dropped:
+        owner, name = key.rsplit('.', 1)
+        assert name in ('relative_position_index', 'attn_mask') and owner in modules, key
+    assert model.attn_type == released['config']['attn_type']
