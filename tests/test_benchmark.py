@@ -381,9 +381,9 @@ def test_from_json_reads_the_cpu_tool_before_it(tmp_path, capsys):
 
 
 def test_from_json_reads_the_gpu_tool_before_it(tmp_path, capsys):
-    """tools/benchmark_gpu.py's results (docs/benchmarks/gpu_h200_triton, several runs merged): bare swin-t and
-    pvt-v2-b1 were timm's, 'NAME (padding-aware)' is NAME-pa; medians, ratios, references, launches and peaks as
-    saved and as its own table printed them."""
+    """tools/benchmark_gpu.py's results (docs/benchmarks/gpu_h200_triton, the rows of several runs appended): bare
+    swin-t and pvt-v2-b1 were timm's, 'NAME (padding-aware)' is NAME-pa, a run starts where a setting comes again;
+    medians, ratios, references, launches and peaks as saved and as its own table printed them."""
     path = osp.join(SAVED, 'gpu_h200_triton', 'results.json')
     rows = cli.main(['--from-json', path])
     out = capsys.readouterr().out
@@ -392,15 +392,16 @@ def test_from_json_reads_the_gpu_tool_before_it(tmp_path, capsys):
                                                             'timm:pvt-v2-b1']
     assert {r['reference'] for r in rows} == {'timm:swin-t', 'inline-swin-t', 'inline-pvt-t'}
     assert out.startswith('NVIDIA H200, torch 2.11.0+cu130, bf16\n')
+    assert [r['run'] for r in rows] == [0] * 12 + [1] * 7
     old_table = open(osp.join(SAVED, 'gpu_h200_triton', 'results.md')).read().splitlines()[4:]
-    new_table = [line for line in out.splitlines() if line.startswith('| ') and 'x' in line.split('|')[1]]
-    assert len(old_table) == len(new_table) == 19
-    for old, new in zip(old_table, new_table, strict=True):
+    new_table = out.split('\n\n')[1].splitlines()
+    assert new_table[0].startswith('| run | size | batch | step | model |') and len(old_table) == len(new_table) - 2
+    for old, new in zip(old_table, new_table[2:], strict=True):
         size, batch, _, step, _, median, _, ratio, launches, peak = (c.strip() for c in old.strip('|').split('|'))
         cells = [c.strip() for c in new.strip('|').split('|')]
-        assert cells[:3] == [size.replace('^2', f'x{size[:-2]}'), batch, step]
-        assert cells[4].startswith(median if float(median) < 100 else f'{float(median):.1f}')
-        assert cells[6:9] == [launches, peak, ratio]
+        assert cells[1:4] == [size.replace('^2', f'x{size[:-2]}'), batch, step]
+        assert cells[5].startswith(median if float(median) < 100 else f'{float(median):.1f}')
+        assert cells[7:10] == [launches, peak, ratio]
     # one run's rows compared again, with another reference
     again = cli.main(['--from-json', path, '--reference', 'inline-swin-t@torch'])
     assert [r['ratio_to_reference'] for r in again if r['size'] == '6048x6048'] == pytest.approx(
@@ -420,6 +421,10 @@ def test_from_json_merges_files_and_recomputes_ratios(tmp_path, capsys):
     ratio = {(r['model'], r['size']): r['ratio_to_reference'] for r in rows}
     assert ratio['mmdet:pvt-t', '800x1333'] == 1 and round(ratio['inline-pvt-t', '800x1333'], 2) == 0.31
     assert round(ratio['inline-swin-t', '1024x1024'], 2) == 0.80
+    # the same run twice: two runs, each row compared within its own
+    twice = cli.main(['--from-json', pvt, pvt, '--reference', 'mmdet:swin-t', 'mmdet:pvt-t'])
+    assert [r['run'] for r in twice] == [0] * 8 + [1] * 8
+    assert [r['ratio_to_reference'] for r in twice] == [r['ratio_to_reference'] for r in rows] * 2
 
 
 def test_cuda_peak_memory_is_the_allocators_peak_above_the_start(monkeypatch):

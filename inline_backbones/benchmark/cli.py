@@ -23,10 +23,11 @@ def main(argv=None):
     args = parse_args(argv)
     if args.from_json:
         metas, rows = [], []
-        for path in args.from_json:
+        for path in args.from_json:           # each file's runs numbered after the previous files'
             file_metas, file_rows = report.read_results(path)
+            first = max((r['run'] for r in rows), default=-1) + 1
             metas += file_metas
-            rows += file_rows
+            rows += [dict(r, run=first + r['run']) for r in file_rows]
         if args.reference:
             report.add_ratios(rows, args.reference)
     else:

@@ -52,8 +52,9 @@ window_sizes.png and a table beside the paper's GPU speed-ups.
 
 Writes results.json, results.csv, results.md (the printed Markdown) and latency_memory.png to --out-dir.
 --from-json reads results.json files of this tool and of the two it replaced (tools/benchmark_highres.py,
-tools/benchmark_gpu.py; their model names translated to this grammar), several merged into one table, prints the
-report and, with --out-dir, writes the files; --reference recomputes the ratios from the saved latencies.
+tools/benchmark_gpu.py; their model names translated to this grammar), several merged into one table (a run column
+tells their runs apart: ratios are taken within a run), prints the report and, with --out-dir, writes the files;
+--reference recomputes the ratios from the saved latencies.
 
 {GRAMMAR}
 """

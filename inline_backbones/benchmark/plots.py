@@ -8,16 +8,16 @@ def _pyplot():
     return plt
 
 
-def _label(key, keys):
-    """A series' label: its model, and the parts of its setting that differ between the series."""
+def _label(key, keys, fields):
+    """A series' label: its model, and the parts of its key (named by ``fields``) that differ between the series."""
     varying = [i for i in range(1, len(key)) if len({k[i] for k in keys}) > 1]
-    extra = [f'batch {key[i]}' if i == 1 else str(key[i]) for i in varying]
-    return ' '.join([key[0], *extra])
+    return ' '.join([key[0], *(f'{fields[i]} {key[i]}' if fields[i] in ('run', 'batch') else str(key[i])
+                               for i in varying)])
 
 
-def latency_memory(path, series, title):
-    """Latency (and peak memory, where measured) against megapixels per image, one line per series (key: model,
-    batch, mode, step, capture -> its rows by pixels); False if there is none."""
+def latency_memory(path, series, fields, title):
+    """Latency (and peak memory, where measured) against megapixels per image, one line per series (key: the values
+    of ``fields``, the model first -> its rows by pixels); False if there is none."""
     from matplotlib.ticker import NullFormatter, ScalarFormatter
 
     if not series:
@@ -32,7 +32,7 @@ def latency_memory(path, series, title):
             points = [r for r in rows if r.get(key)]
             if points:
                 ax.plot([r['pixels'] / 1e6 for r in points], [r[key] * scale for r in points], 'o-',
-                        label=_label(name, series))
+                        label=_label(name, series, fields))
         ax.set_xscale('log')
         ax.set_yscale('log')
         for axis in (ax.xaxis, ax.yaxis):

@@ -18,11 +18,14 @@ from .names import parse
 # The columns of a row, in the order of results.csv; None where not measured.
 COLUMNS = ['model', 'size', 'pixels', 'batch', 'dtype', 'device', 'step', 'capture', 'latency_ms', 'min_ms', 'max_ms',
            'images_per_s', 'reference', 'ratio_to_reference', 'speedup_over_fp32', 'launches', 'peak_memory_mb',
-           'params_m', 'gflops', 'achieved_gflops_per_s', 'gemm_gflops_per_s', 'gemm_fraction', 'note']
+           'params_m', 'gflops', 'achieved_gflops_per_s', 'gemm_gflops_per_s', 'gemm_fraction', 'run', 'note']
 # The paper's Fig. 3 (GPU): images/s of InLine-Swin-T over Swin-T per window size.
 PAPER_WINDOW_SPEEDUP = {28: 1.9, 56: 3.7}
-# Rows compared with each other: same input, batch, mode, step and capture (one setting of one run).
-SETTING = ('size', 'batch', 'dtype', 'step', 'capture')
+# Rows compared with each other: same run (an index, for results merged from several), input, batch, mode, step and
+# capture.
+SETTING = ('run', 'size', 'batch', 'dtype', 'step', 'capture')
+# What a series of rows (one line of latency against pixels) shares.
+SERIES = ('model', 'run', 'batch', 'dtype', 'step', 'capture')
 
 
 def run_meta(args, device):
@@ -109,18 +112,24 @@ def _from_highres(meta, rows):
     for r in rows:
         row = {k: _number(r.get(k)) for k in COLUMNS}
         row.update(model=_highres_name(r['model'], task), step='infer', reference=_highres_name(reference, task),
-                   capture='compile' if meta.get('compile') else '', note=r.get('note') or '')
+                   capture='compile' if meta.get('compile') else '', run=0, note=r.get('note') or '')
         out.append(row)
     machine = meta.get('processor', meta.get('device'))
     return dict(meta, machine=machine), out
 
 
 def _from_gpu(meta, rows):
-    out = []
+    """Its rows; the runs that the device script appended into one file are told apart (a new run starts where a
+    model's setting comes again)."""
+    out, seen, run = [], set(), 0
     for r in rows:
         size = f'{r["size"]}x{r["size"]}'
+        setting = (r['model'], r['size'], r['batch'], r['dtype'], r['train'], r['compiled'])
+        if setting in seen:
+            run, seen = run + 1, set()
+        seen.add(setting)
         out.append({**dict.fromkeys(COLUMNS), **dict(
-            model=_gpu_name(r['model']), size=size, pixels=r['size'] ** 2, batch=r['batch'], dtype=r['dtype'],
+            run=run, model=_gpu_name(r['model']), size=size, pixels=r['size'] ** 2, batch=r['batch'], dtype=r['dtype'],
             device=meta['args']['device'], step='train' if r['train'] else 'infer', capture=r['compiled'] or '',
             latency_ms=r['median_ms'], min_ms=r['min_ms'], max_ms=r['max_ms'],
             images_per_s=r['batch'] * 1e3 / r['median_ms'], reference=_gpu_name(r['reference']),
@@ -139,7 +148,7 @@ def read_results(path):
     elif rows and 'step' not in rows[0]:
         meta, rows = _from_highres(meta, rows)
     else:
-        rows = [{k: _number(r.get(k)) for k in COLUMNS} for r in rows]
+        rows = [{k: _number(r.get(k)) for k in COLUMNS} | dict(run=r.get('run', 0)) for r in rows]
     return meta.get('merged', [meta]), rows
 
 
@@ -165,10 +174,11 @@ def markdown_table(rows):
     """The rows as a Markdown table; a column only where some row has it, the setting's columns only where they
     vary (the caption says the rest)."""
     timed = [r for r in rows if r.get('latency_ms')]
-    varying = [k for k in ('batch', 'dtype', 'step', 'capture') if len({r[k] for r in rows}) > 1]
+    varying = [k for k in ('run', 'batch', 'dtype', 'step', 'capture') if len({r[k] for r in rows}) > 1]
     refs = {r['reference'] for r in timed if r.get('ratio_to_reference')}
     has = {k for k in COLUMNS if any(r.get(k) is not None for r in timed)}
-    cols = [('size', lambda r: r['size']), *((k, lambda r, k=k: str(r[k])) for k in varying),
+    lead = ['size', *varying] if 'run' not in varying else ['run', 'size', *varying[1:]]
+    cols = [*((k, lambda r, k=k: str(r[k])) for k in lead),
             ('model', lambda r: r['model']),
             ('latency ms (min-max)', lambda r: f'{_ms(r["latency_ms"])} ({_ms(r["min_ms"])}-{_ms(r["max_ms"])})'),
             ('img/s', lambda r: f'{r["images_per_s"]:.2f}')]
@@ -190,29 +200,29 @@ def markdown_table(rows):
         if r.get('latency_ms'):
             lines.append('| ' + ' | '.join(fmt(r) for _, fmt in cols) + ' |')
         else:
-            lead = [r['size'], *(str(r[k]) for k in varying), r['model'], r['note']]
-            lines.append('| ' + ' | '.join(lead + [''] * (len(cols) - len(lead))) + ' |')
+            cells = [*(str(r[k]) for k in lead), r['model'], r['note']]
+            lines.append('| ' + ' | '.join(cells + [''] * (len(cols) - len(cells))) + ' |')
     return '\n'.join(lines)
 
 
 def series(rows):
-    """Timed rows grouped by (model, batch, mode, step, capture), sorted by pixels."""
+    """Timed rows grouped by :data:`SERIES` (model, run, batch, mode, step, capture), sorted by pixels."""
     groups = {}
     for r in rows:
         if r.get('latency_ms'):
-            groups.setdefault((r['model'], r['batch'], r['dtype'], r['step'], r['capture']), []).append(r)
+            groups.setdefault(tuple(r[k] for k in SERIES), []).append(r)
     return {key: sorted(group, key=lambda r: r['pixels']) for key, group in groups.items()}
 
 
 def exponents(rows):
     """Lines 'latency ~ pixels^k' (least-squares slope of log latency against log pixels) for each series over two
     sizes or more that span at least twice the pixels."""
-    lines = []
-    for (model, batch, dtype, step, capture), group in series(rows).items():
+    lines, runs = [], {r['run'] for r in rows}
+    for (model, run, batch, dtype, step, capture), group in series(rows).items():
         if group[-1]['pixels'] >= 2 * group[0]['pixels']:
             slope = np.polyfit(np.log([r['pixels'] for r in group]), np.log([r['latency_ms'] for r in group]), 1)[0]
-            what = ', '.join(s for s in (f'batch {batch}', dtype, 'training step' if step == 'train' else '', capture)
-                             if s)
+            what = ', '.join(s for s in (f'run {run}' if len(runs) > 1 else '', f'batch {batch}', dtype,
+                                         'training step' if step == 'train' else '', capture) if s)
             lines.append(f'{model} ({what}): latency ~ pixels^{slope:.2f} over {group[0]["size"]}..{group[-1]["size"]}')
     return lines
 
@@ -271,7 +281,7 @@ def write(out_dir, metas, rows):
         f.write(markdown(metas, rows))
     title = _caption(metas, rows)
     written = ['results.json', 'results.csv', 'results.md']
-    if plots.latency_memory(osp.join(out_dir, 'latency_memory.png'), series(rows), title):
+    if plots.latency_memory(osp.join(out_dir, 'latency_memory.png'), series(rows), SERIES, title):
         written.append('latency_memory.png')
     sweep = window_sweep(rows)
     if sweep:

@@ -150,7 +150,7 @@ def benchmark(args, device):
             for name, mode in keys:
                 row = dict(dict.fromkeys(COLUMNS), model=str(name), size=f'{size[0]}x{size[1]}', pixels=pixels,
                            batch=batch, dtype=mode, device=device.type, step='train' if args.train else 'infer',
-                           capture=capture, note='')
+                           capture=capture, run=0, note='')
                 rows.append(row)
                 if (name, mode) in skipped:
                     row['note'] = skipped[name, mode]
