@@ -26,6 +26,16 @@ SIZES = ('64x64', '96x128')
 QUICK = ['--warmup', '0', '--no-memory']
 
 
+@pytest.fixture(autouse=True, scope='module')
+def one_thread():
+    """The models here are tiny: one thread runs them about as fast as two, and is not held up when other processes
+    share the cores (torch's threads wait for each other at every op)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def _csv_rows(out_dir):
     with open(out_dir / 'results.csv') as f:
         return list(csv.DictReader(f))
