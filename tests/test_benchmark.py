@@ -1,7 +1,7 @@
 """tools/analysis_tools/benchmark.py (:mod:`inline_backbones.benchmark`) on a CPU at tiny sizes, in this process: the
 model-name grammar, the one timing function of every row, the rows of each option, the files, and saved results of
 this tool and of the two it replaced read back (docs/benchmarks/*/results.json). The GPU figures of
-docs/benchmarks.md come from the same code on a GPU (tools/gpu_backbone_check.sh).
+docs/benchmarks.md come from the same code on a GPU (tools/device/gpu_backbone_check.sh).
 
 Timings are not asserted (they are noise on a shared machine); what is checked is that every derived column is the
 stated function of the measured ones, and that FLOPs and params are the models' own.

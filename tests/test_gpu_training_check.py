@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CHECK = ROOT / 'tools' / 'device' / 'gpu_training_check.sh'
 FETCH = ROOT / 'tools' / 'setup' / 'fetch_gpu_wheels.sh'
-BACKBONE_CHECK = ROOT / 'tools' / 'gpu_backbone_check.sh'
+BACKBONE_CHECK = ROOT / 'tools' / 'device' / 'gpu_backbone_check.sh'
 # Python packages of the GPU machine's image that the stack needs (/work/.library/device/KINDS.md's list).
 GPU_IMAGE = {'numpy', 'scipy', 'matplotlib', 'six', 'tqdm', 'packaging', 'pillow', 'pyyaml', 'rich', 'regex',
              'opencv-python-headless', 'psutil', 'ninja', 'wheel', 'torch', 'torchvision', 'timm'}
@@ -69,7 +69,7 @@ def test_carried_wheels_and_the_image_cover_the_stacks_needs():
 
 
 def test_backbone_check_dry_run_plans_the_gpu_tests_then_every_benchmark(tmp_path):
-    """The backbone device script (tools/gpu_backbone_check.sh): the carried wheels, the GPU tests, then nine
+    """The backbone device script (tools/device/gpu_backbone_check.sh): the carried wheels, the GPU tests, then nine
     runs of tools/analysis_tools/benchmark.py whose options the tool accepts (each parsed by the tool's own argument
     parser)."""
     from inline_backbones.benchmark.options import parse_args

@@ -1,5 +1,5 @@
-"""tools/analysis_tools/get_flops.py, tools/train.py and tools/test.py end to end (small models, random weights;
-tools/infer.py: test_infer.py)."""
+"""tools/analysis_tools/get_flops.py, tools/analysis_tools/measure_padding.py, tools/train.py and tools/test.py end
+to end (small models, random weights; tools/infer.py: test_infer.py)."""
 import os
 import os.path as osp
 import re
@@ -50,14 +50,14 @@ def test_get_flops_counts_the_whole_model_and_prints_it(get_flops):
 def test_measure_padding_table_and_latency():
     """The padding table: padding changes the default backbone's features on the image's region and
     not the padding-aware one's; the latency mode times each mode, the first at ratio 1."""
-    out = _tool('measure_padding.py', '--image', '64x96', '--padded', '96x128', '--models', 'inline-swin-t',
-                'inline-swin-t-pa')
+    out = _tool('analysis_tools/measure_padding.py', '--image', '64x96', '--padded', '96x128', '--models',
+                'inline-swin-t', 'inline-swin-t-pa')
     rows = {line.split('|')[1].strip(): [float(v) for v in line.split('|')[2].split()]
             for line in out.splitlines() if line.startswith('| inline')}
     assert len(rows['inline-swin-t']) == len(rows['inline-swin-t-pa']) == 4
     assert min(rows['inline-swin-t']) > 1e-3 and max(rows['inline-swin-t-pa']) < 1e-5, rows
-    out = _tool('measure_padding.py', '--latency', '--latency-image', '64x80', '--repeats', '1', '--models',
-                'inline-swin-t', 'inline-swin-t-pa')
+    out = _tool('analysis_tools/measure_padding.py', '--latency', '--latency-image', '64x80', '--repeats', '1',
+                '--models', 'inline-swin-t', 'inline-swin-t-pa')
     ratios = {line.split('|')[1].strip(): float(line.split('|')[4]) for line in out.splitlines()
               if line.startswith('| inline')}
     assert ratios['inline-swin-t'] == 1.0 and ratios['inline-swin-t-pa'] > 0

@@ -3,9 +3,9 @@
 # sizes, CUDA-graph serving) and every benchmark of docs/benchmarks.md's GPU section
 # (tools/analysis_tools/benchmark.py), everything under $OUT.
 #
-#   bash tools/setup/fetch_gpu_wheels.sh                   # first, on a machine with PyPI access: fills .gpu_wheels/
-#   OUT=/some/dir bash tools/gpu_backbone_check.sh   # on the GPU machine, from the repository root
-#   DRY_RUN=1 OUT=/tmp/plan bash tools/gpu_backbone_check.sh   # anywhere: print the commands, run nothing
+#   bash tools/setup/fetch_gpu_wheels.sh          # first, on a machine with PyPI access: fills .gpu_wheels/
+#   OUT=/some/dir bash tools/device/gpu_backbone_check.sh   # on the GPU machine, from the repository root
+#   DRY_RUN=1 OUT=/tmp/plan bash tools/device/gpu_backbone_check.sh   # anywhere: print the commands, run nothing
 #
 # The GPU machine has torch, triton and timm but no mmengine, which the package imports: the carried wheels of
 # .gpu_wheels/ go into /tmp/site (PYTHONPATH). Through the device tool: carry [".gpu_wheels"], timeout_s 600.
@@ -13,7 +13,7 @@
 # --from-json: results.json (every row), results.csv, results.md (the tables of docs/benchmarks.md), latency_memory.png.
 set -uo pipefail
 : "${OUT:?set OUT to the folder for the results}"
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 WHEELS="${GPU_WHEELS:-$ROOT/.gpu_wheels}"
 SITE="${SITE:-/tmp/site}"
