@@ -20,6 +20,7 @@ from inline_backbones.released import SWIN_ARCH_CHECKPOINTS
 from inline_backbones.shapes_dataset import generate_shapes_dataset
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+FINETUNE_TOOL = osp.join(ROOT, 'tools', 'misc', 'finetune_config.py')
 CLASS_CHECK = dict(type='inline_backbones.ClassCheckHook')
 DOC = osp.join(ROOT, 'docs', 'finetune.md')
 CONFIG = 'mmdet_configs/mask-rcnn_inline-swin-t_fpn_finetune-custom-coco.py'
@@ -139,7 +140,7 @@ def test_written_config_takes_classes_and_paths_from_the_json(tmp_path):
     root = tmp_path / 'my_data'
     generate_shapes_dataset(str(root), num_train=2, num_val=1, seed=0)
     out = tmp_path / 'configs' / 'finetune.py'
-    tool = osp.join(ROOT, 'tools', 'misc', 'finetune_config.py')
+    tool = FINETUNE_TOOL
     done = subprocess.run([sys.executable, tool, str(root), '--out', str(out)], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
@@ -162,7 +163,7 @@ def test_boxes_only_data_gives_a_faster_rcnn_that_trains_a_step(tmp_path):
     generate_shapes_dataset(str(root), num_train=2, num_val=1, seed=1)
     _dataset_without_masks(str(root))
     out = tmp_path / 'boxes.py'
-    subprocess.run([sys.executable, osp.join(ROOT, 'tools', 'misc', 'finetune_config.py'), str(root), '--out', str(out)],
+    subprocess.run([sys.executable, FINETUNE_TOOL, str(root), '--out', str(out)],
                    check=True, capture_output=True, timeout=120)
     cfg = Config.fromfile(str(out))
     assert cfg.model.roi_head.mask_head is None and cfg.val_evaluator.metric == ['bbox']
@@ -187,7 +188,7 @@ def test_cascade_config_has_the_classes_in_its_three_box_heads_and_trains_a_step
     if boxes_only:
         _dataset_without_masks(str(root))
     out = tmp_path / 'cascade.py'
-    done = subprocess.run([sys.executable, osp.join(ROOT, 'tools', 'misc', 'finetune_config.py'), str(root), '--detector',
+    done = subprocess.run([sys.executable, FINETUNE_TOOL, str(root), '--detector',
                            'cascade', '--out', str(out)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert ('(Cascade R-CNN)' if boxes_only else '(Cascade Mask R-CNN)') in done.stdout
@@ -361,7 +362,7 @@ def test_classes_in_another_order_than_the_file_are_refused_as_mmdet_numbers_lab
                                                  r'      the same names in another order'):
         check_classes(classes, [('train', dataset)], {})
     out = tmp_path / 'reordered.py'
-    subprocess.run([sys.executable, osp.join(ROOT, 'tools', 'misc', 'finetune_config.py'), str(root), '--out', str(out)],
+    subprocess.run([sys.executable, FINETUNE_TOOL, str(root), '--out', str(out)],
                    check=True, capture_output=True, timeout=120)
     written = Config.fromfile(str(out)).classes
     assert list(written) == order
