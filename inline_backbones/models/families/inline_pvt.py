@@ -27,6 +27,7 @@ from ..classifier import Classifier, register_classifiers
 from ..stages import Stage
 from ..tokens.token_map import TokenMap
 from ..trunk import Family
+from ..upstream_args import PVT_ARGS, translate
 from .pvt_checkpoint import checkpoint_filter_fn
 from .pvt_embed import PVTEmbed
 
@@ -105,6 +106,10 @@ class InLinePVT(Backbone, family=PVT):
     the outputs are the last block's tokens as NCHW maps (strides 4, 8, 16, 32). Sizes not divisible by 32
     floor at each patch embedding, as the authors' convs do.
 
+    mmdet's ``PyramidVisionTransformer`` arguments are taken too (``embed_dims`` + ``num_layers`` + ``num_heads`` +
+    ``mlp_ratios`` + ``sr_ratios`` select the preset, ``patch_sizes``, ``paddings``, ... are checked), and an
+    upstream PVT checkpoint in ``init_cfg`` is refused: :mod:`inline_backbones.models.upstream_args`.
+
     Args:
         arch (str | dict): ``'tiny'`` (default), ``'small'``, ``'medium'``, ``'large'`` (the released InLine-PVT models:
             widths 64-128-320-512, heads 2-4-10-16, layout ``IIII``), ``'pvt-v1-tiny'`` ... ``'pvt-v1-large'``
@@ -131,6 +136,10 @@ class InLinePVT(Backbone, family=PVT):
             released ImageNet checkpoint (or a detector's / segmentor's with ``prefix``) strictly, through
             :func:`inline_backbones.checkpoint.load_pretrained` and :mod:`.pvt_checkpoint`.
     """
+
+    def __init__(self, arch=None, attn_type=None, **kwargs):
+        arch, kwargs = translate(PVT_ARGS, type(self), arch, attn_type, kwargs)
+        super().__init__(arch, attn_type, **kwargs)
 
 
 class InLinePVTClassifier(Classifier, family=PVT):

@@ -36,6 +36,7 @@ from ..classifier import Classifier, register_classifiers
 from ..stages import Stage
 from ..tokens.token_map import TokenMap
 from ..trunk import Family
+from ..upstream_args import SWIN_ARGS, translate
 from .swin_checkpoint import checkpoint_filter_fn
 
 LETTERS = {'I': 'inline', 'S': 'window', 'L': 'linear'}
@@ -111,6 +112,10 @@ class InLineSwinTransformer(Backbone, family=SWIN):
     the layout ``attn_type`` (see :func:`parse_attn_layout`). Any input size works: patch embedding and
     patch merging pad odd sizes, window attention pads to window multiples.
 
+    mmdet's and mmseg's ``SwinTransformer`` arguments are taken too (``embed_dims`` + ``depths`` + ``num_heads``
+    select the preset, ``qk_scale``, ``patch_norm``, ``strides``, ... are checked), and an upstream Swin checkpoint
+    in ``init_cfg`` is refused: :mod:`inline_backbones.models.upstream_args`.
+
     Args:
         arch (str | dict): ``'tiny'`` (default), ``'small'``, ``'base'`` (the released models) or a dict with
             ``embed_dims``, ``depths``, ``num_heads`` and optionally ``attn_type``.
@@ -144,6 +149,10 @@ class InLineSwinTransformer(Backbone, family=SWIN):
             loads a released ImageNet checkpoint (or a detector/segmentor one with ``prefix``) strictly:
             see :func:`inline_backbones.checkpoint.load_pretrained`.
     """
+
+    def __init__(self, arch=None, attn_type=None, **kwargs):
+        arch, kwargs = translate(SWIN_ARGS, type(self), arch, attn_type, kwargs)
+        super().__init__(arch, attn_type, **kwargs)
 
 
 class InLineSwinClassifier(Classifier, family=SWIN):
