@@ -11,12 +11,7 @@
 # .gpu_wheels/ go into /tmp/site (PYTHONPATH). Through the device tool: carry [".gpu_wheels"], timeout_s 600.
 # Files under $OUT: gpu.txt (GPU, driver, versions), gpu_tests.log, bench.log, and the runs merged by the benchmark's
 # --from-json: results.json (every row), results.csv, results.md (the tables of docs/benchmarks.md), latency_memory.png.
-set -uo pipefail
-: "${OUT:?set OUT to the folder for the results}"
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$ROOT"
-WHEELS="${GPU_WHEELS:-$ROOT/.gpu_wheels}"
-SITE="${SITE:-/tmp/site}"
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"   # strict mode, $OUT, $ROOT (the working folder), $WHEELS, $SITE
 BENCH="${BENCH_DIR:-/tmp/inline_bench}"
 DRY_RUN="${DRY_RUN:-}"
 PY="${PYTHON:-python3}"

@@ -25,12 +25,7 @@
 # build.txt (the mmcv build: command, seconds, result), records.json (every record), cost_fp16.md and
 # cost_bf16.md (tools/analysis_tools/training_cost.py's tables), summary.md (one line per run), and the mmcv wheel when it
 # is under 16 MB.
-set -uo pipefail
-: "${OUT:?set OUT to the folder for the results}"
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-cd "$ROOT"
-WHEELS="${GPU_WHEELS:-$ROOT/.gpu_wheels}"
-SITE="${SITE:-/tmp/site}"
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"   # strict mode, $OUT, $ROOT (the working folder), $WHEELS, $SITE
 RECORDS="${RECORDS:-/tmp/inline_records}"
 BUDGET_S="${BUDGET_S:-540}"
 BUILD_BUDGET_S="${BUILD_BUDGET_S:-270}"
