@@ -424,8 +424,11 @@ def load_pretrained(model, path, prefix=None, sha256=None, filter_fn=None, logge
     state_dict = extract_state_dict(_torch_load(local), prefix)
     state_dict = filter_state_dict(model, state_dict, path, filter_fn)
     model.load_state_dict(state_dict, strict=False)
-    origin = f' (downloaded from {str(path)!r})' if str(path).startswith(URL_SCHEMES) else ''
+    downloaded = str(path).startswith(URL_SCHEMES)
+    origin = f' (downloaded from {str(path)!r})' if downloaded else ''
+    # a local file given with sha256 was just checked against it; a cached download is used as it is: hash it
+    digest = sha256.lower() if sha256 is not None and not downloaded else _sha256_of(local)
     logger.info(f'{type(model).__name__}: {len(state_dict)} tensors loaded from {local!r}{origin}, sha256 '
-                f'{_sha256_of(local)[:12]}' + (f', keys under {prefix!r}' if prefix else ''))
+                f'{digest[:12]}' + (f', keys under {prefix!r}' if prefix else ''))
     return sorted(state_dict)
 

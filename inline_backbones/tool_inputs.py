@@ -13,6 +13,7 @@ import os.path as osp
 import sys
 
 from .archive import CheckpointTruncatedError, check_not_truncated
+from .checkpoint import URL_SCHEMES
 
 
 class ToolInputError(ValueError):
@@ -37,7 +38,7 @@ def check_config(path):
 
 def check_checkpoint(path):
     """``path`` is a URL (downloaded and checked later) or a whole local checkpoint file."""
-    if path.startswith(('http://', 'https://', 'file://')):
+    if path.startswith(URL_SCHEMES):
         return path
     if not osp.isfile(path):
         raise ToolInputError(f'checkpoint not found: {path!r}{_closest(path)}')

@@ -470,5 +470,8 @@ def test_the_log_names_the_file_the_backbone_weights_came_from(tmp_path):
                                   init_cfg=dict(type='Pretrained', checkpoint=str(tmp_path / 'w.pth')))
     model.init_weights()
     digest = hashlib.sha256((tmp_path / 'w.pth').read_bytes()).hexdigest()
-    assert (f"InLineSwinTransformer: {len(state)} tensors loaded from '{tmp_path}/w.pth', sha256 {digest[:12]}\n"
-            in log.read_text())
+    line = f"InLineSwinTransformer: {len(state)} tensors loaded from '{tmp_path}/w.pth', sha256 {digest[:12]}\n"
+    assert log.read_text().count(line) == 1
+    model.init_cfg['sha256'] = digest.upper()             # checked against the file, then the same line
+    model.init_weights()
+    assert log.read_text().count(line) == 2

@@ -24,6 +24,7 @@ it and the prediction cropped back (mmseg's test padding), where the config does
 peak memory of the run are printed.
 """
 import argparse
+import os
 import os.path as osp
 import resource
 import time
@@ -115,8 +116,6 @@ def write_label_map(path, label_map):
 def segment(cfg, args, files):
     """Each image through ``MMSegInferencer``: its overlay as ``vis/<name>`` (mmseg's naming) and its label map
     as ``pred/<stem>.png``."""
-    import os
-
     from mmseg.apis import MMSegInferencer
 
     inferencer = MMSegInferencer(model=cfg, weights=args.checkpoint, device=args.device)
