@@ -2,10 +2,18 @@
 cases (``padding_cases.py``) and the scripts' modules (``tool_modules.py``): OpenMMLab models built from this
 repository's configs, and the anchors of markdown headings. Test modules import these from here, never from one
 another. mmdet and mmseg are imported by the functions that use them."""
+import glob
+import os
 import re
 import unicodedata
 
 import torch
+
+# Swin's and PVT v1's published sizes (Liu et al. 2021, Wang et al. 2021), written out here, not read from the
+# package: the InLine preset a recipe of that size must build.
+SWIN_SIZES = {(96, (2, 2, 6, 2), (3, 6, 12, 24)): 'tiny', (96, (2, 2, 18, 2), (3, 6, 12, 24)): 'small',
+              (128, (2, 2, 18, 2), (4, 8, 16, 32)): 'base'}
+PVT_SIZES = {(2, 2, 2, 2): 'tiny', (3, 4, 6, 3): 'small', (3, 4, 18, 3): 'medium', (3, 8, 27, 3): 'large'}
 
 FENCE = re.compile(r'^(\s*)(`{3,}|~{3,})\s*([\w+-]*)')
 
@@ -85,3 +93,24 @@ def anchors(path):
             seen[base] = count + 1
             result.add(base if count == 0 else f'{base}-{count}')
     return result
+
+
+def upstream_recipe_files():
+    """Every Swin and PVT v1 recipe of the installed mmdet and mmseg (by file name; the tests check the type), or
+    none where they are not installed."""
+    import importlib.util
+    files = []
+    for name in ('mmdet', 'mmseg'):
+        spec = importlib.util.find_spec(name)
+        if spec is None:
+            continue
+        root = os.path.join(os.path.dirname(spec.origin), '.mim', 'configs')
+        files += [f for f in sorted(glob.glob(os.path.join(root, '**', '*.py'), recursive=True))
+                  if '_base_' not in f and re.search(r'swin|(^|_)pvt-', os.path.basename(f), re.I)]
+    return files
+
+
+def recipe_id(path):
+    """``mmdet::swin/x.py`` for an installed recipe's path."""
+    package, _, config = path.partition(f'{os.sep}.mim{os.sep}configs{os.sep}')
+    return f'{os.path.basename(package)}::{config.replace(os.sep, "/")}'

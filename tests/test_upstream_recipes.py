@@ -1,12 +1,12 @@
 """mmdet's and mmseg's own Swin and PVT v1 recipes with only the backbone's type changed: every config of the
 installed packages builds the InLine preset of its size, or is refused with the documented message."""
-import glob
 import inspect
 import os
 import re
 
 import pytest
 import torch
+from helpers import PVT_SIZES, SWIN_SIZES, recipe_id, upstream_recipe_files
 
 from inline_backbones import InLinePVT, InLineSwinTransformer
 from inline_backbones.models.upstream_args import PVT_ARGS, SWIN_ARGS, Arch, Fixed, Honoured, is_upstream_checkpoint
@@ -20,31 +20,11 @@ from mmdet.models.backbones.swin import swin_converter  # noqa: E402
 from mmengine.config import Config  # noqa: E402
 from mmseg.models.backbones import SwinTransformer as MMSegSwin  # noqa: E402
 
-# Swin's and PVT v1's published sizes (Liu et al. 2021, Wang et al. 2021), written out here, not read from the
-# package: the InLine preset a recipe of that size must build.
-SWIN_SIZES = {(96, (2, 2, 6, 2), (3, 6, 12, 24)): 'tiny', (96, (2, 2, 18, 2), (3, 6, 12, 24)): 'small',
-              (128, (2, 2, 18, 2), (4, 8, 16, 32)): 'base'}
-PVT_SIZES = {(2, 2, 2, 2): 'tiny', (3, 4, 6, 3): 'small', (3, 4, 18, 3): 'medium', (3, 8, 27, 3): 'large'}
 UPSTREAM = {'SwinTransformer': (InLineSwinTransformer, SWIN_ARCH_CHECKPOINTS, 'Swin', 'InLine-Swin'),
             'PyramidVisionTransformer': (InLinePVT, PVT_ARCH_CHECKPOINTS, 'PVT', 'InLine-PVT')}
 
 
-def _config_files():
-    """Every Swin and PVT v1 recipe of the installed mmdet and mmseg (by file name; the test checks the type)."""
-    files = []
-    for package in (mmdet, mmseg):
-        root = os.path.join(os.path.dirname(package.__file__), '.mim', 'configs')
-        files += [f for f in sorted(glob.glob(os.path.join(root, '**', '*.py'), recursive=True))
-                  if '_base_' not in f and re.search(r'swin|(^|_)pvt-', os.path.basename(f), re.I)]
-    return files
-
-
-CONFIGS = _config_files()
-
-
-def _config_id(path):
-    package, _, config = path.partition(f'{os.sep}.mim{os.sep}configs{os.sep}')
-    return f'{os.path.basename(package)}::{config}'
+CONFIGS = upstream_recipe_files()
 
 
 def test_recipes_found():
@@ -66,7 +46,7 @@ def _backbone(path):
     return dict(Config.fromfile(path).model.backbone)
 
 
-@pytest.mark.parametrize('path', CONFIGS, ids=_config_id)
+@pytest.mark.parametrize('path', CONFIGS, ids=recipe_id)
 def test_recipe_with_inline_type(path):
     """The recipe's backbone with only ``type`` changed: its upstream checkpoint is refused naming the released
     InLine one of its size; with that one it builds the InLine preset (on the meta device, nothing loaded), the

@@ -1,0 +1,246 @@
+"""``tools/misc/inline_recipe.py``: the InLine child config of every Swin and PVT v1 recipe of the installed mmdet and
+mmseg keeps everything of the recipe but the backbone (and its preprocessor, optimizer key, imports), builds the
+InLine preset of the recipe's size with the released checkpoint, and trains: one recipe per kind (two-stage,
+DETR-like, Mask2Former, an mmseg decode head) runs a training step from the written config."""
+import os
+import os.path as osp
+
+import pytest
+import torch
+from helpers import PVT_SIZES, SWIN_SIZES, build_detector, build_segmentor, recipe_id, upstream_recipe_files
+from tool_modules import load_tool
+
+from inline_backbones.released import PVT_ARCH_CHECKPOINTS, SWIN_ARCH_CHECKPOINTS
+from inline_backbones.upstream_recipe import RecipeError, base_name, default_out, plan, write
+
+mmdet = pytest.importorskip('mmdet')
+mmseg = pytest.importorskip('mmseg')
+from mmengine.config import Config  # noqa: E402
+
+CONFIGS = upstream_recipe_files()
+REGION = {'DetDataPreprocessor': 'inline_backbones.RegionDetDataPreprocessor',
+          'SegDataPreProcessor': 'inline_backbones.RegionSegDataPreProcessor'}
+tool = load_tool('tools/misc/inline_recipe.py')
+
+
+def _plain(node):
+    if isinstance(node, dict):
+        return {k: _plain(v) for k, v in node.items() if k != '_scope_'}
+    if isinstance(node, (list, tuple)):
+        return [_plain(v) for v in node]
+    return node
+
+
+def _size(backbone):
+    if backbone['type'].endswith('SwinTransformer'):
+        key = (backbone.get('embed_dims', 96), tuple(backbone.get('depths', (2, 2, 6, 2))),
+               tuple(backbone.get('num_heads', (3, 6, 12, 24))))
+        return SWIN_SIZES.get(key), SWIN_ARCH_CHECKPOINTS, len(key[1])
+    depths = tuple(backbone.get('num_layers', (3, 4, 6, 3)))
+    return PVT_SIZES.get(depths), PVT_ARCH_CHECKPOINTS, len(depths)
+
+
+def test_recipes_found():
+    assert len(CONFIGS) >= 100
+
+
+@pytest.mark.parametrize('path', CONFIGS, ids=recipe_id)
+def test_child_config_of_every_recipe(path, tmp_path):
+    """The child differs from the recipe in the backbone, the preprocessor's type (+ mmseg's test padding), the
+    optimizer's ``attn.residual`` key, ``custom_imports`` and a cleared ``load_from`` only; its backbone is the
+    InLine preset of the recipe's size with the released checkpoint (window 7), padding-aware where the recipe's
+    preprocessor is mmdet's / mmseg's plain one. A size with no preset is refused naming ``--layout``, and with a
+    layout trains from scratch, saying so."""
+    recipe = Config.fromfile(path)
+    upstream = dict(recipe.model.backbone)
+    size, checkpoints, stages = _size(upstream)
+    if size is None:
+        with pytest.raises(RecipeError, match='no InLine-.* preset .* --layout'):
+            plan(recipe_id(path))
+        layout = ('IIIS' if 'Swin' in upstream['type'] else 'IIII') + 'S' * (stages - 4)
+        swap = plan(recipe_id(path), layout=layout)
+        assert any(line.startswith('weights: no released') for line in swap.cannot)
+    else:
+        swap = plan(recipe_id(path))
+    out = write(swap, str(tmp_path / osp.basename(path)))
+    child = Config.fromfile(out)
+    backbone = dict(child.model.backbone)
+    assert backbone['type'] == 'inline_backbones.' + ('InLineSwinTransformer' if 'Swin' in upstream['type']
+                                                      else 'InLinePVT')
+    if size is not None:
+        assert backbone['arch'] == size
+        assert backbone['init_cfg'] == dict(type='Pretrained', checkpoint=checkpoints[size])
+        if 'Swin' in upstream['type']:
+            assert backbone.get('window_size', 7) == 7
+    else:
+        assert backbone['init_cfg'] is None and backbone['attn_type'] == layout
+    for key in ('drop_path_rate', 'out_indices', 'with_cp', 'frozen_stages'):
+        if key in upstream:
+            assert _plain(backbone[key]) == _plain(upstream[key]), key
+    kind = recipe.model.data_preprocessor.type
+    assert backbone['padding_aware'] is (kind in REGION)
+    assert child.model.data_preprocessor.type == REGION.get(kind, kind)
+    assert 'inline_backbones' in child.custom_imports.imports
+    # everything else is the recipe's
+    mine, theirs = _plain(child.to_dict()), _plain(recipe.to_dict())
+    for cfg in (mine, theirs):
+        del cfg['model']['backbone'], cfg['model']['data_preprocessor']['type']
+        cfg['model']['data_preprocessor'].pop('test_cfg', None) if kind == 'SegDataPreProcessor' else None
+        cfg.pop('custom_imports', None)
+        cfg.pop('load_from', None)
+        (cfg.get('optim_wrapper', {}).get('paramwise_cfg') or {}).get('custom_keys', {}).pop('attn.residual', None)
+    assert mine == theirs
+    assert child.get('load_from') is None
+    assert (recipe.get('load_from') is not None) == any(line.startswith('load_from') for line in swap.cannot)
+
+
+def test_base_names(tmp_path):
+    """An installed recipe's path is written as its ``mmdet::`` name; another path absolute; ``mmdet::`` as given."""
+    path = next(p for p in CONFIGS if p.endswith('mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py'))
+    assert base_name(path) == 'mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py'
+    assert base_name('mmseg::swin/x.py') == 'mmseg::swin/x.py'
+    own = tmp_path / 'my_recipe.py'
+    own.write_text("_base_ = 'mmdet::swin/retinanet_swin-t-p4-w7_fpn_1x_coco.py'\n")
+    assert base_name(str(own)) == str(own)
+    assert default_out('mmdet::swin/retinanet_swin-t-p4-w7_fpn_1x_coco.py') == \
+        osp.join('configs', 'retinanet_inline-swin-t-p4-w7_fpn_1x_coco.py')
+    assert default_out(str(own)) == osp.join('configs', 'inline_my_recipe.py')
+
+
+def test_tool_writes_and_reports(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert tool.main(['mmseg::swin/swin-base-patch4-window12-in22k-384x384-pre_upernet_8xb2-160k_ade20k-512x512.py'
+                      ]) == 0
+    printed = capsys.readouterr().out
+    out = 'configs/inline-swin-base-patch4-window12-in22k-384x384-pre_upernet_8xb2-160k_ade20k-512x512.py'
+    assert f'wrote {out}' in printed and osp.isfile(out)
+    assert "arch 'base' (layout IIMS2)" in printed
+    assert 'window_size: 12 -> 7' in printed
+    assert 'SegDataPreProcessor -> inline_backbones.RegionSegDataPreProcessor' in printed
+    assert 'could not' not in printed
+    text = open(out).read()
+    assert text.startswith('# InLine-Swin in mmseg::swin/') and "window_size=7," in text
+    assert 'attn.residual' in text and 'load_from' not in text
+    # the written config trains through the repository's train tool: its model builds from it
+    assert f'python tools/train.py {out}' in printed
+
+
+@pytest.mark.parametrize('recipe, message', [
+    ('mmdet::dino/dino-5scale_swin-l_8xb2-12e_coco.py', 'which is no InLine-Swin preset'),
+    ('mmdet::faster_rcnn/faster-rcnn_r50_fpn_1x_coco.py', "its backbone is 'ResNet'"),
+    ('mmdet::pvt/retinanet_pvtv2-b0_fpn_1x_coco.py', 'PVT v2 has no InLine counterpart'),
+    ('mmdet::swin/no-such-recipe.py', 'no such config'),
+    ('mmcls::swin/x.py', 'mmcls:: is no package of recipes here'),
+])
+def test_tool_refuses_with_one_line(recipe, message, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert tool.main([recipe]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith('error: ') and message in err and err.count('\n') == 1
+    assert not (tmp_path / 'configs').exists()
+
+
+def test_layout_for_a_size_without_release(tmp_path, capsys):
+    out = str(tmp_path / 'dino.py')
+    assert tool.main(['mmdet::dino/dino-5scale_swin-l_8xb2-12e_coco.py', '--layout', 'IIIS', '--out', out]) == 0
+    printed = capsys.readouterr().out
+    assert 'could not:\n  weights: no released InLine-Swin checkpoint of this size' in printed
+    assert Config.fromfile(out).model.backbone.init_cfg is None
+    assert tool.main(['mmdet::dino/dino-5scale_swin-l_8xb2-12e_coco.py', '--layout', 'IIS', '--out', out]) == 1
+    assert 'does not build' in capsys.readouterr().err
+
+
+def test_no_padding_aware_keeps_preprocessor(tmp_path):
+    swap = plan('mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py', padding_aware=False)
+    child = Config.fromfile(write(swap, str(tmp_path / 'c.py')))
+    assert child.model.data_preprocessor.type == 'DetDataPreprocessor'
+    assert child.model.backbone.padding_aware is False
+    assert child.custom_imports.imports == ['inline_backbones']
+
+
+# --- one training step per kind of recipe, from the tool's child config --------------------------------------------
+
+IMAGES = ((96, 128), (128, 96))     # two sizes: the batch is padded, so the regions matter
+
+
+def _det_samples(with_masks):
+    from mmdet.structures import DetDataSample
+    from mmdet.structures.mask import BitmapMasks
+    from mmengine.structures import InstanceData
+
+    g = torch.Generator().manual_seed(0)
+    inputs, samples = [], []
+    for h, w in IMAGES:
+        inputs.append(torch.randint(0, 256, (3, h, w), generator=g, dtype=torch.uint8))
+        sample = DetDataSample(metainfo=dict(img_shape=(h, w), ori_shape=(h, w), scale_factor=(1., 1.),
+                                             flip=False, flip_direction=None))
+        boxes = torch.tensor([[8., 10., 60., 70.], [30., 20., 90., 80.]])
+        instances = InstanceData(bboxes=boxes, labels=torch.tensor([1, 3]))
+        if with_masks:
+            masks = torch.zeros(2, h, w, dtype=torch.uint8)
+            for m, (x0, y0, x1, y1) in zip(masks, boxes.long().tolist(), strict=True):
+                m[y0:y1, x0:x1] = 1
+            instances.masks = BitmapMasks(masks.numpy(), h, w)
+        sample.gt_instances = instances
+        samples.append(sample)
+    return dict(inputs=inputs, data_samples=samples)
+
+
+def _seg_samples():
+    from mmengine.structures import PixelData
+    from mmseg.structures import SegDataSample
+
+    g = torch.Generator().manual_seed(0)
+    inputs, samples = [], []
+    for h, w in IMAGES:
+        inputs.append(torch.randint(0, 256, (3, h, w), generator=g, dtype=torch.uint8))
+        sample = SegDataSample(metainfo=dict(img_shape=(h, w), ori_shape=(h, w)))
+        sample.gt_sem_seg = PixelData(data=torch.randint(0, 150, (1, h, w), generator=g))
+        samples.append(sample)
+    return dict(inputs=inputs, data_samples=samples)
+
+
+KINDS = [
+    ('two-stage', 'mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py', {}, lambda: _det_samples(True)),
+    # DINO selects num_queries of the encoder's tokens: 100 of the 340 of a 128x128 batch (900 need 288x288)
+    ('detr-like', 'mmdet::v3det/dino-4scale_swin_16xb1_sample1e-3_v3det_36e.py', {'model.num_queries': 100},
+     lambda: _det_samples(False)),
+    ('mask2former', 'mmdet::mask2former/mask2former_swin-t-p4-w7-224_8xb2-lsj-50e_coco.py',
+     {'model.data_preprocessor.batch_augments.0.size': (128, 128)}, lambda: _det_samples(True)),
+    ('mmseg-decode-head', 'mmseg::swin/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py',
+     {'model.data_preprocessor.size': (128, 128)}, _seg_samples),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('recipe, small, samples', [k[1:] for k in KINDS], ids=[k[0] for k in KINDS])
+def test_training_step_from_child_config(recipe, small, samples, tmp_path):
+    """The tool's child config (only the batch's fixed size and DINO's query count made small), built without the
+    released weights (no download here): one ``train_step`` on a padded batch of two sizes gives finite losses,
+    moves the InLine attention's weights, passes each image's region to the padding-aware backbone, and keeps the
+    local residual out of weight decay."""
+    from mmengine.optim import build_optim_wrapper
+
+    from inline_backbones.regions import SHAPES_ATTR
+
+    swap = plan(recipe)
+    assert swap.cannot == []
+    cfg = Config.fromfile(write(swap, str(tmp_path / 'child.py')))
+    cfg.merge_from_dict(small)
+    model = (build_detector if swap.task == 'mmdet' else build_segmentor)(cfg)
+    model.train()
+    seen = []
+    model.backbone.register_forward_pre_hook(
+        lambda module, args: seen.append(getattr(args[0], SHAPES_ATTR, None)))
+    optim_wrapper = build_optim_wrapper(model, cfg.optim_wrapper)
+    decay = {id(p): group['weight_decay'] for group in optim_wrapper.optimizer.param_groups for p in group['params']}
+    residual = [p for n, p in model.named_parameters() if 'attn.residual' in n]
+    assert residual and all(decay[id(p)] == 0 for p in residual)
+    qkv = next(p for n, p in model.backbone.named_parameters() if n.endswith('attn.qkv.weight'))
+    before = qkv.detach().clone()
+    losses = model.train_step(samples(), optim_wrapper)
+    assert losses and all(torch.isfinite(v).all() for v in losses.values()), losses
+    assert not torch.equal(before, qkv.detach())
+    assert len(seen) == 1 and seen[0] is not None
+    assert [tuple(s) for s in seen[0].tolist()] == list(IMAGES)
+    assert os.path.basename(cfg.filename) == 'child.py'
