@@ -1,17 +1,16 @@
-"""Access to the authors' released-format InLine-PVT fixtures in ``../shared/fixtures/released-inline-pvt``:
-two small models (layouts ``IIII`` and ``IISS``) saved by the authors' code, their stage tokens and logits at
-224x224 (batch 2), 256x320 and 250x330, and the key shapes and parameter counts of the full T/S/M/L. The same
-functions as ``released_fixtures.py`` give what the tests of every family read (``released_classifier``,
+"""Access to the authors' released-format InLine-PVT fixtures in ``tests/fixtures/inline-pvt``: two small models
+(layouts ``IIII`` and ``IISS``) saved by the authors' code, their stage tokens and logits at 224x224 (batch 2),
+256x320 and 250x330, and the key shapes and parameter counts of the full T/S/M/L (``tests/fixtures/README.md``). The
+same functions as ``released_fixtures.py`` give what the tests of every family read (``released_classifier``,
 ``logit_cases``, ``expected_stage_tokens``)."""
 import json
 
 import timm
-import torch
-from released_fixtures import FIXTURE_DIR, require
+from released_fixtures import FIXTURES_ROOT, load_expected, require
 
 from inline_backbones import InLinePVT
 
-PVT_DIR = FIXTURE_DIR.parent / 'released-inline-pvt'
+PVT_DIR = FIXTURES_ROOT / 'inline-pvt'
 LAYOUTS = ('IIII', 'IISS')
 SIZES = ('224x224', '256x320', '250x330')
 TIMM_MODEL = 'inline_pvt_tiny'      # the timm model function the fixtures' mini archs override
@@ -24,7 +23,7 @@ def checkpoint_path(layout):
 def expected(layout):
     """``{'arch': {...}, size: {'x', 'stage_tokens': [4 x (B, N, C)], 'logits': (B, 1000)}}``."""
     checkpoint_path(layout)
-    return torch.load(PVT_DIR / f'mini-pvt-{layout}.expected.pt', map_location='cpu', weights_only=True)
+    return load_expected(PVT_DIR / f'mini-pvt-{layout}.expected.pt')
 
 
 def released(arch):

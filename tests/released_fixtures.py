@@ -1,11 +1,12 @@
-"""Access to the authors' released-format fixtures in ``../shared/fixtures/released-inline-swin``.
+"""Access to the authors' released-format InLine-Swin fixtures in ``tests/fixtures/inline-swin``, and what every
+family's fixture loader shares (where the fixtures are, :func:`require`, the inputs, :func:`load_expected`).
 
-They were made with the authors' own model code at 224x224 (``window_size=56``): small models
-(embed 16, depths 2-2-4-2, heads 1-2-4-8) in the released checkpoint format, and for the kernel
-functions ``identity``, ``exp`` and ``relu`` the tokens out of each stage's last block (before patch
-merging and before any norm) and the classifier logits for a fixed input ``x``. The same functions as
-``pvt_fixtures.py`` give what the tests of every family read (``released_classifier``, ``logit_cases``,
-``expected_stage_tokens``).
+``tests/fixtures/make_fixtures.py`` made them with the authors' own model code at 224x224 (``window_size=56``):
+small models (embed 4, depths 2-2-4-2, heads 1-2-4-8) in the released checkpoint format, and for the kernel
+functions ``identity``, ``exp`` and ``relu`` the tokens out of each stage's last block (before patch merging and
+before any norm) and the classifier logits for a fixed input ``x``. ``tests/fixtures/README.md`` gives every file's
+format. The same functions as ``pvt_fixtures.py`` give what the tests of every family read (``released_classifier``,
+``logit_cases``, ``expected_stage_tokens``).
 """
 import json
 import os
@@ -17,26 +18,44 @@ import torch
 
 from inline_backbones import InLineSwinTransformer
 
-FIXTURE_SUBDIR = Path('shared') / 'fixtures' / 'released-inline-swin'
-# ``../shared`` next to the repository; searched upwards so that copies of the tests at another depth
-# (the mutation run executes them from ``mutants/tests``) find it too.
-FIXTURE_DIR = next((p / FIXTURE_SUBDIR for p in Path(__file__).resolve().parents if (p / FIXTURE_SUBDIR).is_dir()),
-                   Path(__file__).resolve().parents[2] / FIXTURE_SUBDIR)
+# ``tests/fixtures`` beside this file; searched upwards too, so that copies of the tests at another depth (the
+# mutation run executes them from ``mutants/tests``) find the repository's.
+FIXTURES_ROOT = next((p for p in [Path(__file__).resolve().parent / 'fixtures',
+                                  *(q / 'tests' / 'fixtures' for q in Path(__file__).resolve().parents)]
+                      if (p / 'inputs.pt').is_file()), Path(__file__).resolve().parent / 'fixtures')
+FIXTURE_DIR = FIXTURES_ROOT / 'inline-swin'
 LAYOUTS = ('IIIS', 'IISS', 'IIMS2')
 KERNELS = ('identity', 'exp', 'relu')
 TIMM_MODEL = 'inline_swin_tiny'     # the timm model function the fixtures' mini archs override
 
 
 def require(path=FIXTURE_DIR):
-    """``path`` if it exists. Otherwise skip the test (a bare clone has no ``../shared``), or fail it when
-    the environment variable ``CI`` is set: CI must never lose the comparisons with the authors' model."""
+    """``path`` if it exists. Otherwise skip the test, or fail it when the environment variable ``CI`` is set: CI
+    must never lose the comparisons with the authors' model."""
     if path.exists():
         return path
     message = (f'released-format fixture {path} is missing: the tests comparing with the authors\' model need '
-               f'../shared/fixtures next to the repository')
+               f'tests/fixtures (made by tests/fixtures/make_fixtures.py, see tests/fixtures/README.md)')
     if os.environ.get('CI'):
         pytest.fail(f'{message} (CI is set, so this is an error, not a skip)', pytrace=False)
     pytest.skip(message)
+
+
+def fixture_input(crops):
+    """The model input ``(len(crops), 3, h, w)`` of crops ``[[top, left, h, w], ...]`` of the fixtures' image:
+    ``(image - 128) / 64`` in float32 (exact), as ``make_fixtures.py`` made it."""
+    image = torch.load(require(FIXTURES_ROOT / 'inputs.pt'), map_location='cpu', weights_only=True)['image']
+    return torch.stack([(image[0, :, top:top + h, left:left + w].float() - 128) / 64 for top, left, h, w in crops])
+
+
+def load_expected(path):
+    """An ``.expected.pt`` file (``weights_only=True``), each ``crops`` entry (at the top or one level down) given
+    its input as ``x``."""
+    expected = torch.load(require(path), map_location='cpu', weights_only=True)
+    for case in [expected, *(v for v in expected.values() if isinstance(v, dict))]:
+        if 'crops' in case:
+            case['x'] = fixture_input(case['crops'])
+    return expected
 
 
 def checkpoint_path(layout):
@@ -44,14 +63,15 @@ def checkpoint_path(layout):
 
 
 def released_shapes(arch):
-    """``{key: shape}`` of the full released ``arch`` (``'tiny'`` ...) checkpoint's state dict."""
+    """``{'config': {...}, 'params': N, 'state_dict': {key: shape}}`` of the full released ``arch`` (``'tiny'``
+    ...): what the downloadable checkpoint holds, as the authors' code builds it."""
     return json.loads(require(FIXTURE_DIR / 'released_state_dict_shapes.json').read_text())[arch]
 
 
 def expected(layout):
-    """``{'arch': {...}, 'x': (2, 3, 224, 224), kernel: {'stage_tokens': [4 x (B, N, C)], 'logits'}}``."""
+    """``{'arch': {...}, 'x': (1, 3, 224, 224), kernel: {'stage_tokens': [4 x (B, N, C)], 'logits'}}``."""
     checkpoint_path(layout)
-    return torch.load(FIXTURE_DIR / f'mini-{layout}.expected.pt', map_location='cpu', weights_only=True)
+    return load_expected(FIXTURE_DIR / f'mini-{layout}.expected.pt')
 
 
 def mini_arch(layout):
@@ -60,7 +80,7 @@ def mini_arch(layout):
 
 
 def logit_cases(layout, kernel_func='identity'):
-    """``[(x, logits)]`` of the authors' ``layout`` model with ``kernel_func``: the fixture's input (2, 3, 224, 224)."""
+    """``[(x, logits)]`` of the authors' ``layout`` model with ``kernel_func``: the fixture's input (1, 3, 224, 224)."""
     case = expected(layout)
     return [(case['x'], case[kernel_func]['logits'])]
 

@@ -20,7 +20,7 @@ from inline_backbones.checkpoint import load_checkpoint_file
 
 FIXTURES = {'swin': rf, 'pvt': pf}
 CLASSIFIERS = {'swin': InLineSwinClassifier, 'pvt': InLinePVTClassifier}
-WIDTHS = {'swin': [16, 32, 64, 128], 'pvt': [16, 32, 48, 64]}            # the fixtures' mini archs
+WIDTHS = {'swin': [4, 8, 16, 32], 'pvt': [4, 8, 12, 16]}               # the fixtures' mini archs
 # the models of the fixtures: (family, layout, options); each gives the logits of its logit_cases
 LOGIT_MODELS = ([('swin', layout, dict(kernel_func=kernel)) for layout in rf.LAYOUTS for kernel in rf.KERNELS]
                 + [('pvt', layout, {}) for layout in pf.LAYOUTS])
@@ -194,8 +194,8 @@ def test_other_arch_fails_by_name(family):
     with pytest.raises(CheckpointMismatchError, match='shape mismatch') as err:
         timm.create_model(fixtures.TIMM_MODEL, pretrained=True,
                           pretrained_cfg_overlay=dict(file=str(fixtures.checkpoint_path(fixtures.LAYOUTS[0]))))
-    width = FIRST_CONV[family][1]
-    assert f'{first_conv(family)}: checkpoint (16, 3, 4, 4) vs model ({width}, 3, 4, 4)' in str(err.value)
+    mini, width = WIDTHS[family][0], FIRST_CONV[family][1]
+    assert f'{first_conv(family)}: checkpoint ({mini}, 3, 4, 4) vs model ({width}, 3, 4, 4)' in str(err.value)
 
 
 @pytest.mark.parametrize('family', FIXTURES)
