@@ -1,16 +1,19 @@
 """InLine attention backbones for OpenMMLab 2.0 (mmdet 3.x and mmseg 1.x).
 
-Importing the package registers :class:`InLineSwinTransformer` and :class:`InLinePVT` in the
-``inline_backbones`` registry scope (reach them from any mmdet/mmseg config as
-``type='inline_backbones.InLineSwinTransformer'`` / ``'inline_backbones.InLinePVT'``) and
+Importing the package registers :class:`InLineSwinTransformer`, :class:`InLinePVT` and
+:class:`InLineCSwinTransformer` in the ``inline_backbones`` registry scope (reach them from any mmdet/mmseg config
+as ``type='inline_backbones.InLineSwinTransformer'`` / ``'inline_backbones.InLinePVT'`` /
+``'inline_backbones.InLineCSwinTransformer'``) and
 allow-lists the classes of mmengine Runner checkpoints for torch's safe ``weights_only`` loading.
 It also registers the ImageNet classifiers ``inline_swin_{tiny,small,base}`` and
-``inline_pvt_{tiny,small,medium,large}`` with timm.
+``inline_pvt_{tiny,small,medium,large}`` and ``inline_cswin_{tiny,small,base}`` with timm.
 It imports neither mmdet nor mmseg.
 """
 from .checkpoint import CheckpointMismatchError, allow_mmengine_checkpoints, load_pretrained, route_mmengine_local_loads
 from .models import (
                      InLineAttention,
+                     InLineCSwinClassifier,
+                     InLineCSwinTransformer,
                      InLinePVT,
                      InLinePVTClassifier,
                      InLineSwinClassifier,
@@ -24,6 +27,7 @@ allow_mmengine_checkpoints()
 route_mmengine_local_loads()   # mmengine's local checkpoint reads: the same safe load, the package's errors
 
 __version__ = '0.1.0'
-__all__ = ['CheckpointMismatchError', 'InLineAttention', 'InLinePVT', 'InLinePVTClassifier', 'InLineSwinClassifier',
+__all__ = ['CheckpointMismatchError', 'InLineAttention', 'InLineCSwinClassifier', 'InLineCSwinTransformer',
+           'InLinePVT', 'InLinePVTClassifier', 'InLineSwinClassifier',
            'InLineSwinTransformer', 'MODELS', 'WindowAttention', 'allow_mmengine_checkpoints', 'load_pretrained',
            'parse_attn_layout']

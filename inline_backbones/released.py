@@ -16,6 +16,9 @@ RELEASED_CHECKPOINTS = {
     'inline_pvt_s': _SHARE.format('1ab953b2479d433080a3'),
     'inline_pvt_m': _SHARE.format('a72aec31e6084bc0a280'),
     'inline_pvt_l': _SHARE.format('efd91318ba964f01b288'),
+    'inline_cswin_t': _SHARE.format('49fa2ecc543647c4b970'),
+    'inline_cswin_s': _SHARE.format('59f4e65f776f4052b93c'),
+    'inline_cswin_b': _SHARE.format('91e17121df284ae38521'),
 }
 
 # timm's name of each released model -> its model function's docstring (the paper's figures, at 224 x 224).
@@ -27,6 +30,9 @@ PAPER_FIGURES = {
     'inline_pvt_small': 'InLine-PVT-S: depths 3-4-6-3, layout IIII; 21.6M params, 3.9G FLOPs (paper).',
     'inline_pvt_medium': 'InLine-PVT-M: depths 3-4-18-3, layout IIII; 37.6M params, 6.9G FLOPs (paper).',
     'inline_pvt_large': 'InLine-PVT-L: depths 3-8-27-3, layout IIII; 51.2M params (paper: 50.2M), 10.2G FLOPs.',
+    'inline_cswin_tiny': 'InLine-CSwin-T: embed 64, depths 2-4-18-1, layout IISS; ImageNet-1k top-1 83.2 (paper).',
+    'inline_cswin_small': 'InLine-CSwin-S: embed 64, depths 3-6-29-2, layout IISS; ImageNet-1k top-1 83.8 (paper).',
+    'inline_cswin_base': 'InLine-CSwin-B: embed 96, depths 3-6-29-2, layout IISS; ImageNet-1k top-1 84.5 (paper).',
 }
 
 
@@ -41,3 +47,6 @@ SWIN_ARCH_CHECKPOINTS = arch_checkpoints('inline_swin_')
 
 # InLinePVT ``arch`` name -> its released checkpoint's link.
 PVT_ARCH_CHECKPOINTS = arch_checkpoints('inline_pvt_')
+
+# InLineCSwinTransformer ``arch`` name -> its released checkpoint's link.
+CSWIN_ARCH_CHECKPOINTS = arch_checkpoints('inline_cswin_')

@@ -25,6 +25,8 @@ from padding_cases import IMAGE_SIZES, STRIDES, det_batch, images, randomized, r
 
 from inline_backbones import (
     CheckpointMismatchError,
+    InLineCSwinClassifier,
+    InLineCSwinTransformer,
     InLinePVT,
     InLinePVTClassifier,
     InLineSwinClassifier,
@@ -42,17 +44,39 @@ class Case:
     timm_prefix: str
     small: dict                  # a small arch dict of the family (fast tests)
     layouts: tuple               # layouts covering every mixer of the family
-    rounding: object             # a stage's map size from the input size over its stride: ceil (pads) or floor (crops)
+    map_side: object             # a stage's map side from the input side and the stage's stride
+    region_side: object          # a stage's region side in padding-aware mode from the image's side and the stride
     stem: tuple                  # what frozen_stages=0 freezes
+    first_leaf: tuple            # the first fx leaf of the classifier: its node name and class name
+    mixers: frozenset            # the mixer classes of layouts[1]
+
+
+def ceil_side(n, stride):
+    return math.ceil(n / stride)
+
+
+def cswin_side(n, stride):
+    """CSWin's conv stem (7x7, stride 4, padding 2) gives floor((n + 1) / 4), each merging (3x3, stride 2, padding
+    1) the ceil of half."""
+    side = (n + 1) // 4
+    while stride > 4:
+        side, stride = -(-side // 2), stride // 2
+    return side
 
 
 FAMILIES = {
     'swin': Case(InLineSwinTransformer, InLineSwinClassifier, 'inline_swin_',
                  dict(embed_dims=16, depths=[2, 2, 4, 2], num_heads=[1, 2, 4, 8]), ('IIIS', 'IISS', 'IIMS2'),
-                 math.ceil, ('patch_embed',)),
+                 ceil_side, ceil_side, ('patch_embed',), ('patch_embed', 'PatchEmbed'),
+                 frozenset({'InLineAttention', 'WindowAttention'})),
     'pvt': Case(InLinePVT, InLinePVTClassifier, 'inline_pvt_',
                 dict(embed_dims=[16, 32, 48, 64], depths=[2, 2, 2, 2], num_heads=[1, 2, 3, 4]),
-                ('IIII', 'IISS', 'SSSS'), math.floor, ()),
+                ('IIII', 'IISS', 'SSSS'), lambda n, stride: n // stride, ceil_side, (), ('layers.0.embed', 'PVTEmbed'),
+                frozenset({'InLinePVTAttention', 'SpatialReductionAttention'})),
+    'cswin': Case(InLineCSwinTransformer, InLineCSwinClassifier, 'inline_cswin_',
+                  dict(embed_dims=16, depths=[2, 2, 2, 2], num_heads=[2, 2, 4, 8]), ('IISS', 'SSII', 'IIMS1'),
+                  cswin_side, cswin_side, ('patch_embed',), ('patch_embed', 'ConvEmbed'),
+                  frozenset({'CSwinInLineAttention', 'CSwinStripeAttention'})),
 }
 FAMILY_LAYOUTS = [(f, layout) for f, case in FAMILIES.items() for layout in case.layouts]
 TIMM_MODELS = sorted(timm.list_models('inline_*'))
@@ -67,7 +91,7 @@ def small_model(family, layout, **kwargs):
 
 def test_timm_registry_has_every_family():
     assert {name.rsplit('_', 1)[0] + '_' for name in TIMM_MODELS} == {c.timm_prefix for c in FAMILIES.values()}
-    assert len(TIMM_MODELS) == 7
+    assert len(TIMM_MODELS) == 10
     for case in FAMILIES.values():   # the class keyword family= sets the table and its presets on both wrappers
         assert case.classifier.family is case.backbone.family
         assert case.classifier.arch_zoo is case.backbone.arch_zoo is case.backbone.family.arch_zoo
@@ -77,20 +101,23 @@ def test_import_registers_every_timm_model_without_mmdet_or_mmseg():
     code = ('import sys, timm, inline_backbones\n'
             'print(timm.list_models("inline_*"), sorted(m for m in ("mmdet", "mmseg") if m in sys.modules))')
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout
-    assert out.strip().splitlines()[-1] == ("['inline_pvt_large', 'inline_pvt_medium', 'inline_pvt_small', "
+    assert out.strip().splitlines()[-1] == ("['inline_cswin_base', 'inline_cswin_small', 'inline_cswin_tiny', "
+                                            "'inline_pvt_large', 'inline_pvt_medium', 'inline_pvt_small', "
                                             "'inline_pvt_tiny', 'inline_swin_base', 'inline_swin_small', "
                                             "'inline_swin_tiny'] []")
 
 
 # Each family's timm cfg as its authors evaluate: crop mode, the resize before the 224 crop, the images' conv.
-TIMM_CFG = {'swin': ('center', 256, 'patch_embed.proj'), 'pvt': ('squash', (256, 256), 'layers.0.embed.proj')}
+TIMM_CFG = {'swin': ('center', 256, 'patch_embed.proj'), 'pvt': ('squash', (256, 256), 'layers.0.embed.proj'),
+            'cswin': ('squash', (256, 256), 'patch_embed.proj')}
 
 
 @pytest.mark.parametrize('family', FAMILIES)
 def test_pretrained_cfg_is_the_authors_evaluation(family):
     """Every released model of the family has its link, a 7 x 7 last map, ``head`` and the images' conv named;
     the data config is the authors' evaluation: resized bicubic (InLine-Swin as Swin: the short side to 256;
-    InLine-PVT: squashed to 256 x 256), centre crop 224 (crop_pct 0.875), ImageNet mean/std, 1000 classes."""
+    InLine-PVT and InLine-CSwin: squashed to 256 x 256), centre crop 224 (crop_pct 0.875), ImageNet mean/std,
+    1000 classes."""
     case = FAMILIES[family]
     crop_mode, resize, first_conv = TIMM_CFG[family]
     links = arch_checkpoints(case.timm_prefix)
@@ -196,7 +223,7 @@ def test_any_input_size_gives_every_stride(family, layout, size):
     with torch.no_grad():
         outs = model(torch.randn(2, 3, *size))
     for i, out in enumerate(outs):
-        h, w = (case.rounding(n / STRIDES[i]) for n in size)
+        h, w = (case.map_side(n, STRIDES[i]) for n in size)
         assert out.shape == (2, model.num_features[i], h, w) and out.is_contiguous()
         assert torch.isfinite(out).all()
     with pytest.raises(ValueError, match=f'^input of 32x31 pixels is too small for {case.backbone.__name__}: each '
@@ -253,11 +280,19 @@ def _pvt_options_landed(model):
     assert reductions and all(norm.eps == 1e-4 for norm in reductions)
 
 
+def _cswin_options_landed(model):
+    mixers = [block.attn for stage in model.layers for block in stage.blocks]
+    assert [m.split_size for m in mixers if hasattr(m, 'split_size')] == [2, 2, 3, 3]   # layout 'SSII'
+    assert all(block.mlp.fc1.out_features == 2 * block.mlp.fc1.in_features for stage in model.layers
+               for block in stage.blocks)
+
+
 # Each family's own options, with values none of them defaults to, and where they must land.
 FAMILY_OPTIONS = {
     'swin': (dict(window_size=5, patch_size=2, inline_window_size=3), _swin_options_landed),
     'pvt': (dict(pretrain_img_size=128, arch=dict(FAMILIES['pvt'].small, patch_norm_eps=1e-3, sr_norm_eps=1e-4)),
             _pvt_options_landed),
+    'cswin': (dict(mlp_ratio=2., arch=dict(FAMILIES['cswin'].small, split_size=[2, 3, 5, 5])), _cswin_options_landed),
 }
 
 
@@ -269,8 +304,7 @@ def test_every_option_reaches_every_layer_it_configures(family):
     model = case.backbone(attn_type=case.layouts[1], qkv_bias=False, drop_rate=0.25, attn_drop_rate=0.125,
                           with_cp=True, **options)
     blocks = [block for stage in model.layers for block in stage.blocks]
-    assert {type(block.attn).__name__ for block in blocks} == {'InLineAttention', 'WindowAttention'} \
-        if family == 'swin' else {'InLinePVTAttention', 'SpatialReductionAttention'}
+    assert {type(block.attn).__name__ for block in blocks} == case.mixers
     for block in blocks:
         assert block.with_cp is True
         assert block.attn.proj_drop.p == 0.25
@@ -336,7 +370,7 @@ def test_padding_aware_outputs_are_zero_outside_each_region(family):
     with torch.no_grad():
         outs = small_model(family, FAMILIES[family].layouts[1], padding_aware=True)(batch, image_shapes=shapes)
     for out, stride in zip(outs, STRIDES, strict=True):
-        h, w = -(-IMAGE_SIZES[1][0] // stride), -(-IMAGE_SIZES[1][1] // stride)
+        h, w = (FAMILIES[family].region_side(n, stride) for n in IMAGE_SIZES[1])
         assert out[1, :, h:].abs().sum() == 0 and out[1, :, :, w:].abs().sum() == 0
         assert out[1, :, :h, :w].ne(0).float().mean() > 0.99
 
@@ -438,7 +472,7 @@ def test_torchscript_of_an_fx_graph_is_refused_the_same_way(family):
     graph = create_feature_extractor(classifier, return_nodes={'head': 'logits'})
     with pytest.raises(RuntimeError) as error:
         torch.jit.script(graph)
-    assert str(error.value) == script_refusal('PatchEmbed' if family == 'swin' else 'PVTEmbed')  # the first leaf
+    assert str(error.value) == script_refusal(case.first_leaf[1])  # the first leaf
 
 
 @pytest.mark.parametrize('family', FAMILIES)
@@ -544,6 +578,8 @@ def test_forward_intermediates_and_pruning_follow_timm(family):
 
 # A three-stage arch of each family.
 THREE_STAGES = {'swin': dict(embed_dims=16, depths=[1, 1, 1], num_heads=[1, 2, 4], attn_type='IIS'),
+                'cswin': dict(embed_dims=16, depths=[1, 1, 1], num_heads=[2, 2, 4], split_size=[1, 2, 7],
+                              attn_type='IIS'),
                 'pvt': dict(embed_dims=[16, 32, 48], depths=[1, 1, 1], num_heads=[1, 2, 3], mlp_ratios=[8, 8, 4],
                             sr_ratios=[8, 4, 2], attn_type='IIS')}
 
@@ -554,7 +590,7 @@ def test_features_only_follows_the_models_own_depths_and_refuses_out_indices_wit
     without features_only is an error naming the options (timm models take it only with features_only)."""
     case = FAMILIES[family]
     arch = THREE_STAGES[family]
-    widths = [16, 32, 64] if family == 'swin' else [16, 32, 48]
+    widths = [16, 32, 48] if family == 'pvt' else [16, 32, 64]
     features = timm.create_model(f'{case.timm_prefix}tiny', features_only=True, **arch)
     assert features.feature_info.channels() == widths and features.feature_info.reduction() == [4, 8, 16]
     with torch.no_grad():
@@ -578,7 +614,7 @@ def test_fx_graph_of_the_classifier_gives_its_logits(family):
     nodes = get_graph_node_names(model)[1]
     assert nodes[-1] == 'head' and 'to_nhwc' in nodes
     assert 'layers.0.blocks.0.attn' in nodes and 'layers.2.blocks.0.attn' in nodes                 # mixers are leaves
-    assert ('patch_embed' if family == 'swin' else 'layers.0.embed') in nodes
+    assert case.first_leaf[0] in nodes
     graph = create_feature_extractor(model, return_nodes={'head': 'logits', 'to_nhwc': 'features'})
     x = torch.randn(1, 3, 90, 110)
     with torch.no_grad():

@@ -10,8 +10,8 @@ from torch import nn
 from inline_backbones.models.mixers import MIXERS, build_mixer, register_mixer
 from inline_backbones.models.tokens.token_map import TokenMap
 
-BUILT_IN = ('inline', 'window', 'linear', 'inline_pvt', 'spatial_reduction')
-SOFTMAX = ('window', 'spatial_reduction')     # the mixers with attention weights to drop
+BUILT_IN = ('inline', 'window', 'linear', 'inline_pvt', 'spatial_reduction', 'inline_cswin', 'cswin_stripes')
+SOFTMAX = ('window', 'spatial_reduction', 'cswin_stripes')     # the mixers with attention weights to drop
 
 
 def projections(mixer):
@@ -61,6 +61,9 @@ def test_channels_must_divide_into_heads(name):
     ('window', {}, 'embed_dims=16, num_heads=2, window_size=7'),
     ('linear', {}, "embed_dims=16, num_heads=2, kernel_func='relu'"),
     ('spatial_reduction', dict(sr_ratio=2), 'embed_dims=16, num_heads=2, sr_ratio=2'),
+    ('inline_cswin', {}, 'embed_dims=16, num_heads=2, lepe=True'),
+    ('cswin_stripes', {}, 'embed_dims=16, num_heads=2, split_size=7'),
+    ('cswin_stripes', dict(split_size=None), 'embed_dims=16, num_heads=2, split_size=None'),
 ])
 def test_repr_names_the_options(name, options, expected):
     assert build_mixer(dict(type=name, **options), 16, 2, block_index=0).extra_repr() == expected
@@ -126,3 +129,15 @@ def test_windowed_mixers_take_unshifted_windows_unless_told_and_inline_windows_a
         with pytest.raises(ValueError) as error:
             InLineAttention(16, 2, window_size=bad)
         assert str(error.value) == f'window_size of InLine attention must be None or a positive int, got {bad!r}'
+
+
+def test_cross_shaped_stripes_take_a_positive_width_and_half_the_heads_per_branch():
+    from inline_backbones.models.mixers import CSwinStripeAttention
+
+    assert [conv.in_channels for conv in CSwinStripeAttention(16, 2, split_size=1).lepe] == [8, 8]
+    assert [conv.in_channels for conv in CSwinStripeAttention(16, 1, split_size=None).lepe] == [16]
+    for split_size, heads in ((0, 2), (True, 2), (2.0, 2), (7, 3)):
+        with pytest.raises(ValueError) as error:
+            CSwinStripeAttention(24, heads, split_size=split_size)
+        assert str(error.value) == ('cross-shaped stripes take a positive int split_size and an even head count (half '
+                                    f'per branch), got split_size={split_size!r}, num_heads={heads}')

@@ -2,6 +2,7 @@
 shares (:mod:`.trunk`, :mod:`.stages`, :mod:`.blocks`, :mod:`.layout`) with its two thin wrappers side by side, the
 mmdet/mmseg backbone (:mod:`.backbone`) and the timm classifier (:mod:`.classifier`), and one module per family
 (:mod:`.families`: its table, backbone, timm classifiers)."""
+from .families.inline_cswin import InLineCSwinClassifier, InLineCSwinTransformer
 from .families.inline_pvt import InLinePVT, InLinePVTClassifier
 from .families.inline_swin import InLineSwinClassifier, InLineSwinTransformer
 from .layout import parse_attn_layout
@@ -9,5 +10,6 @@ from .mixers.inline_attention import InLineAttention
 from .mixers.linear_attention import LinearAttention
 from .mixers.window_attention import WindowAttention
 
-__all__ = ['InLineAttention', 'InLinePVT', 'InLinePVTClassifier', 'InLineSwinClassifier', 'InLineSwinTransformer',
+__all__ = ['InLineAttention', 'InLineCSwinClassifier', 'InLineCSwinTransformer',
+           'InLinePVT', 'InLinePVTClassifier', 'InLineSwinClassifier', 'InLineSwinTransformer',
            'LinearAttention', 'WindowAttention', 'parse_attn_layout']

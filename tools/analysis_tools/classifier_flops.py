@@ -1,5 +1,5 @@
-"""Params and FLOPs of the InLine-Swin and InLine-PVT ImageNet classifiers (timm models) at 224x224, against the
-paper.
+"""Params and FLOPs of the InLine-Swin, InLine-PVT and InLine-CSwin ImageNet classifiers (timm models) at 224x224,
+against the paper.
 
     python tools/analysis_tools/classifier_flops.py [--models inline_swin_tiny ... inline_pvt_large]
         [--size 224] [--reference swin_tiny_patch4_window7_224 ...]
@@ -15,13 +15,14 @@ import argparse
 import timm
 import torch
 
-import inline_backbones  # noqa: F401 - registers the inline_swin_* and inline_pvt_* models with timm
+import inline_backbones  # noqa: F401 - registers the inline_swin_*, inline_pvt_* and inline_cswin_* models with timm
 from inline_backbones.analysis import flop_analyzer
 
 # InLine paper / LeapLabTHU/InLine README: params, FLOPs at 224 (and ImageNet-1k top-1).
 PAPER = {'inline_swin_tiny': (30e6, 4.5e9), 'inline_swin_small': (50e6, 8.7e9), 'inline_swin_base': (88e6, 15.4e9),
          'inline_pvt_tiny': (12.0e6, 2.0e9), 'inline_pvt_small': (21.6e6, 3.9e9), 'inline_pvt_medium': (37.6e6, 6.9e9),
-         'inline_pvt_large': (50.2e6, 10.2e9)}
+         'inline_pvt_large': (50.2e6, 10.2e9), 'inline_cswin_tiny': (25e6, 4.3e9), 'inline_cswin_small': (43e6, 6.8e9),
+         'inline_cswin_base': (96e6, 14.9e9)}
 
 
 def count(name, size=224):

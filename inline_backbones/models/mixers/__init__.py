@@ -6,10 +6,12 @@ constructor takes ``(embed_dims, num_heads, **cfg)``. A layout letter names a mi
 the backbone gives each name its config; adding a mixer is one entry in :data:`MIXERS`.
 
 Mixers whose class sets ``alternates_shift`` cut the map into windows and take the shifted windows on
-the odd blocks of a stage (``shift=True``), as in Swin.
+the odd blocks of a stage (``shift=True``), as in Swin. Mixers whose class sets ``reads_block_input`` also take
+the block's input before its norm (:class:`~..blocks.TransformerBlock`).
 """
 
 from ..tokens.graph_mode import graph_leaf
+from .cswin_attention import CSwinInLineAttention, CSwinStripeAttention
 from .inline_attention import InLineAttention
 from .linear_attention import LinearAttention
 from .pvt_attention import InLinePVTAttention, SpatialReductionAttention
@@ -21,6 +23,8 @@ MIXERS = {
     'linear': LinearAttention,      # plain linear attention, the ablation (letter L)
     'inline_pvt': InLinePVTAttention,                # InLine-PVT's InLine attention (letter I of InLine-PVT)
     'spatial_reduction': SpatialReductionAttention,  # PVT v1's spatial-reduction softmax (letter S of InLine-PVT)
+    'inline_cswin': CSwinInLineAttention,            # InLine-CSwin's global InLine with LePE (letter I of InLine-CSwin)
+    'cswin_stripes': CSwinStripeAttention,           # CSWin's LePE cross-shaped stripes (letter S of InLine-CSwin)
 }
 
 

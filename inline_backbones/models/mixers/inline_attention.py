@@ -156,9 +156,11 @@ class InLineAttention(nn.Module):
             return with_fallback(IMPLEMENTATIONS[name], IMPLEMENTATIONS['torch'], self, x, hw_shape, mask, fold)
         return IMPLEMENTATIONS[name](self, x, hw_shape, mask, fold)
 
-    def attend_torch(self, x, hw_shape, mask=None, fold=False):
+    def attend_torch(self, x, hw_shape, mask=None, fold=False, mean_token=None):
         """:meth:`attend` in batched PyTorch (the ``'torch'`` implementation: any device, differentiable,
-        capturable); ``fold``: ``q M`` folded into ``proj`` (:meth:`_folded_output`)."""
+        capturable); ``fold``: ``q M`` folded into ``proj`` (:meth:`_folded_output`). ``mean_token`` (B, C): the
+        token the 3x3 kernels are predicted from, if not the mean of ``x`` over each image's own tokens (InLine-CSwin
+        predicts them from the mean of its block's input, before ``norm1``)."""
         B, N, C = x.shape
         h, d, s = self.num_heads, self.head_dims, self.scale
         # q, k and v projections as three GEMMs, so k and v come out contiguous: the conv and the GEMMs
@@ -200,10 +202,12 @@ class InLineAttention(nn.Module):
             with torch.autocast(x.device.type, enabled=False):
                 m = torch.baddbmm(mean_term, k_t, v_h)
 
+        if mean_token is None:
+            mean_token = x_mean
         if fold:
-            out = self._folded_output(x, x_mean, v, m, v_mean, w_q, b_q, hw_shape)
+            out = self._folded_output(x, mean_token, v, m, v_mean, w_q, b_q, hw_shape)
         else:
-            out = self._output(self.phi(linear(x, w_q, b_q)), x_mean, v, m, v_mean, hw_shape)
+            out = self._output(self.phi(linear(x, w_q, b_q)), mean_token, v, m, v_mean, hw_shape)
         return self.proj_drop(out)
 
     def _output(self, q, x_mean, v, m, v_mean, hw_shape):
@@ -253,12 +257,18 @@ class InLineAttention(nn.Module):
             return torch.baddbmm(out, x, p)
         return out.baddbmm_(x, p)
 
+    def residual_kernels(self, x_mean):
+        """The 3x3 depthwise kernels (B * C, 1, 3, 3) of the local residual: ``residual(x_mean)``, per image from its
+        mean token ``x_mean`` (B, C)."""
+        B, C = x_mean.shape
+        return self.residual(x_mean.unsqueeze(-1)).view(B * C, 1, 3, 3)
+
     def _local_residual(self, x_mean, v, bias, hw_shape):
         """``dwconv3x3(v; residual(x_mean)) + bias`` over all B * C maps at once, channels-last, in
         (N, B, C) memory (for one image: v itself, no copy). Returns (1, B * C, H, W), channels-last."""
         B, N, C = v.shape
         H, W = hw_shape
-        kernels = self.residual(x_mean.unsqueeze(-1)).view(B * C, 1, 3, 3)
+        kernels = self.residual_kernels(x_mean)
         maps = v.reshape(B, H, W, C).permute(1, 2, 0, 3).reshape(1, H, W, B * C).permute(0, 3, 1, 2)
         return F.conv2d(maps, kernels.to(maps.dtype), bias=bias.reshape(B * C).to(maps.dtype), padding=1,
                         groups=B * C)

@@ -192,3 +192,56 @@ def from_windows(windows, plan, batch_size):
     C = windows.shape[-1]
     flat = torch.cat([windows.reshape(-1, C), windows.new_zeros(1, C)])
     return flat.index_select(0, plan.scatter).view(batch_size, -1, C)
+
+
+def stripe_plan(hw_shape, batch_size, split_size, axis, region_shapes=None, device=None):
+    """The :class:`WindowPlan` of CSWin's cross-shaped stripes of an H x W map (``axis`` 0: vertical stripes,
+    ``split_size`` columns wide and as high as the map, CSWin's branch ``idx=0``; ``axis`` 1: horizontal stripes,
+    ``split_size`` rows high and as wide as the map, ``idx=1``).
+
+    A side ``n`` that is no multiple of ``sp = split_size`` is padded symmetrically, as CSWin's own segmentation
+    backbone pads it: ``p = (-n) % sp`` cells, ``p // 2`` before the first token and the rest after the last, so
+    stripe ``k`` holds the tokens ``[k sp - p // 2, (k + 1) sp - p // 2)`` of that side. The canvas is
+    ``(H, ceil(W / sp) sp)`` (or ``(ceil(H / sp) sp, W)``), its windows the stripes, in row-major order.
+
+    Every cell that holds no token of the image (the padding to whole stripes; in padding-aware mode,
+    ``region_shapes`` (B, 2) given, also everything outside the image's own ``h x w`` tokens, whose padding is
+    decided from ``h`` and ``w`` alone) gathers zeros and is marked False in ``mask``; ``mask`` is None when every
+    cell is a token. The partition of an image depends on nothing but its own size, so its stripes are the same in
+    any padded batch."""
+    H, W = hw_shape
+    B, sp = batch_size, split_size
+    static = region_shapes is not None and regions_in_graph()
+    if region_shapes is None:
+        heights, widths = torch.full((B,), H), torch.full((B,), W)
+    else:
+        region_shapes = region_shapes.to('cpu' if not static else device)
+        heights, widths = region_shapes[:, 0], region_shapes[:, 1]
+    side = widths if axis == 0 else heights
+    offset = ((-side) % sp) // 2                                                  # (B,) cells before the first token
+    zeros = torch.zeros_like(offset)
+    row_off, col_off = (zeros, offset) if axis == 0 else (offset, zeros)
+    canvas_h, canvas_w = (H, W + (-W) % sp) if axis == 0 else (H + (-H) % sp, W)
+    window_hw = (canvas_h, sp) if axis == 0 else (sp, canvas_w)
+    fills = not static and bool(((offset == 0) & (heights == canvas_h) & (widths == canvas_w)).all())
+    heights, widths, row_off, col_off = (to_device(t, device) for t in (heights, widths, row_off, col_off))
+    src_r = torch.arange(canvas_h, device=device) - row_off[:, None]                # (B, canvas_h)
+    src_c = torch.arange(canvas_w, device=device) - col_off[:, None]
+    ok = ((src_r >= 0) & (src_r < heights[:, None]))[:, :, None] & \
+        ((src_c >= 0) & (src_c < widths[:, None]))[:, None, :]                      # (B, canvas_h, canvas_w)
+    src = _partition(torch.where(ok, src_r[:, :, None] * W + src_c[:, None, :], H * W), window_hw)
+    num_windows, L = src.shape[1], window_hw[0] * window_hw[1]
+    gather = (src + (torch.arange(B, device=device) * (H * W + 1))[:, None, None]).reshape(-1)
+
+    # Token (i, j) of image b sits at canvas cell (i + row_off_b, j + col_off_b).
+    rows = torch.arange(H, device=device) + row_off[:, None]                        # (B, H)
+    cols = torch.arange(W, device=device) + col_off[:, None]                        # (B, W)
+    wh, ww = window_hw
+    window = (rows // wh)[:, :, None] * (canvas_w // ww) + (cols // ww)[:, None, :]
+    pos = (window * wh + (rows % wh)[:, :, None]) * ww + (cols % ww)[:, None, :]
+    pos = pos + (torch.arange(B, device=device) * num_windows * L)[:, None, None]
+    own = (torch.arange(H, device=device) < heights[:, None])[:, :, None] & \
+        (torch.arange(W, device=device) < widths[:, None])[:, None, :]
+    scatter = torch.where(own, pos, B * num_windows * L).reshape(-1)
+    mask = None if fills else src.reshape(B * num_windows, L, 1) != H * W
+    return WindowPlan(gather, scatter, window_hw, mask)

@@ -10,7 +10,7 @@ activation checkpointing reads the same cached tensors.
 import torch
 
 from .graph_mode import exporting
-from .masks import fills_map, region_mask, seam_mask, shift_sizes, window_plan
+from .masks import fills_map, region_mask, seam_mask, shift_sizes, stripe_plan, window_plan
 
 
 class TokenMap:
@@ -77,6 +77,12 @@ class TokenMap:
         return self._cached(('windows', window_size, shifted, clip), lambda: window_plan(
             self.hw_shape, self.batch_size, window_size, shifted, self.regions, clip=clip, device=self.device))
 
+    def stripe_plan(self, split_size, axis):
+        """The :class:`~.masks.WindowPlan` of CSWin's stripes of this map (:func:`~.masks.stripe_plan`: ``axis`` 0
+        vertical, 1 horizontal; padding-aware partition when :attr:`aware`)."""
+        return self._cached(('stripes', split_size, axis), lambda: stripe_plan(
+            self.hw_shape, self.batch_size, split_size, axis, self.regions, device=self.device))
+
     def downsampled(self, hw_shape, stride):
         """The map after a stride-``stride`` embedding to ``hw_shape``: each region becomes
         ``ceil(region / stride)``, at most the new map."""
@@ -84,6 +90,18 @@ class TokenMap:
         if self.aware:
             regions = torch.div(self.regions + stride - 1, stride, rounding_mode='floor')
             regions = torch.stack((regions[:, 0].clamp(max=hw_shape[0]), regions[:, 1].clamp(max=hw_shape[1])), 1)
+        return TokenMap(hw_shape, self.batch_size, self.device, regions)
+
+    def convolved(self, hw_shape, kernel_size, stride, padding):
+        """The map after a ``kernel_size`` convolution of ``stride`` and zero ``padding`` to ``hw_shape``: each region
+        becomes the outputs whose window starts inside it, ``floor((r + 2 padding - kernel_size) / stride) + 1``
+        (what the image alone gives), at least 1 and at most the new map. For ``kernel_size = stride`` and no
+        padding of a map padded to a multiple this is :meth:`downsampled`; CSWin's 7x7 stride-4 stem with padding 2
+        gives ``floor((r + 1) / 4)``, its 3x3 stride-2 merging with padding 1 ``ceil(r / 2)``."""
+        regions = None
+        if self.aware:
+            regions = torch.div(self.regions + 2 * padding - kernel_size, stride, rounding_mode='floor') + 1
+            regions = torch.stack((regions[:, 0].clamp(1, hw_shape[0]), regions[:, 1].clamp(1, hw_shape[1])), 1)
         return TokenMap(hw_shape, self.batch_size, self.device, regions)
 
     def __repr__(self):
