@@ -280,3 +280,24 @@ def test_the_key_filter_names_what_does_not_fit():
                           'merge3.conv.weight': 0, 'stage1_conv_embed.2.bias': 0, 'stage3.0.mlp.fc2.bias': 0}) == {
         'layers.1.blocks.1.attn.lepe.1.bias': 0, 'layers.3.blocks.0.attn.residual.2.weight': 0,
         'layers.2.downsample.proj.weight': 0, 'patch_embed.norm.bias': 0, 'layers.2.blocks.0.mlp.fc2.bias': 0}
+
+
+@pytest.mark.parametrize('task', ['mmdet', 'mmseg'])
+def test_mmdet_and_mmseg_build_it_by_its_scoped_name_and_their_necks_take_its_widths(task):
+    """``type='inline_backbones.InLineCSwinTransformer'`` from the task's own registry; an FPN with the preset's
+    widths takes its maps (strides 4-32) of an input that is no multiple of 32."""
+    registry = pytest.importorskip(f'{task}.registry')
+    pytest.importorskip(f'{task}.models')
+    from mmengine.registry import init_default_scope
+
+    init_default_scope(task)
+    backbone = registry.MODELS.build(dict(type='inline_backbones.InLineCSwinTransformer', arch='tiny',
+                                          drop_path_rate=0.2, frozen_stages=1, with_cp=True, padding_aware=True,
+                                          out_indices=(0, 1, 2, 3), init_cfg=None))
+    assert type(backbone) is InLineCSwinTransformer and not backbone.patch_embed.proj.weight.requires_grad
+    neck = registry.MODELS.build(dict(type='FPN', in_channels=[64, 128, 256, 512], out_channels=32, num_outs=4))
+    with torch.no_grad():
+        maps = backbone.eval()(torch.randn(1, 3, 96, 136))
+        outs = neck(maps)
+    assert [tuple(m.shape[-2:]) for m in maps] == [(24, 34), (12, 17), (6, 9), (3, 5)]
+    assert [o.shape[1] for o in outs] == [32] * 4
