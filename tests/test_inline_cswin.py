@@ -2,61 +2,28 @@
 released T/S/B keys, shapes, parameter counts and FLOPs, its two mixers against formulas written out one image and
 one stripe at a time (any map size, padding-aware), its token maps and its key filter. The family contract
 (``test_family_contract.py``) covers the rest."""
-import json
-import os
-from pathlib import Path
-
 import pytest
 import timm
 import torch
 import torch.nn.functional as F
+from cswin_fixtures import LAYOUTS, checkpoint_path, expected, mini_arch, released, released_classifier
 
 from inline_backbones import CheckpointMismatchError, InLineCSwinClassifier, InLineCSwinTransformer
 from inline_backbones.models.families.cswin_checkpoint import checkpoint_filter_fn, from_released
 from inline_backbones.models.mixers.cswin_attention import CSwinInLineAttention, CSwinStripeAttention
 from inline_backbones.models.tokens.token_map import TokenMap
 
-FIXTURES = Path(__file__).resolve().parent / 'fixtures'
-CSWIN_FIXTURES = FIXTURES / 'inline-cswin'
-LAYOUTS = ('IISS', 'SSII')
-# The authors' table (LeapLabTHU/InLine README): FLOPs at 224 (multiply-adds) and ImageNet-1k top-1.
+# The authors' table (LeapLabTHU/InLine README): FLOPs at 224 (multiply-adds).
 PAPER_FLOPS = {'tiny': 4.3e9, 'small': 6.8e9, 'base': 14.9e9}
-
-
-def fixture(path):
-    """``path`` in ``tests/fixtures`` (made by ``tests/fixtures/make_fixtures.py``); skip without it (fail under CI)."""
-    if path.exists():
-        return path
-    message = f'fixture {path} is missing (tests/fixtures/make_fixtures.py makes it)'
-    if os.environ.get('CI'):
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
-
-
-def expected(layout):
-    """The authors' mini model of ``layout``: ``arch``, its input ``x`` (the fixtures' image cropped by ``crops``,
-    ``(pixel - 128) / 64``), ``stage_tokens`` (the last block of each stage), ``logits`` (of the file's ``model``) and
-    ``ema_logits`` (of its ``state_dict_ema``)."""
-    case = torch.load(fixture(CSWIN_FIXTURES / f'mini-cswin-{layout}.expected.pt'), weights_only=True)
-    image = torch.load(fixture(FIXTURES / 'inputs.pt'), weights_only=True)['image']
-    case['x'] = torch.stack([(image[0, :, t:t + h, left:left + w].float() - 128) / 64
-                             for t, left, h, w in case['crops']])
-    case['arch'] = {k: case['arch'][k] for k in ('embed_dims', 'depths', 'num_heads', 'split_size')}
-    return case
-
-
-def released(arch):
-    """``{'params': N, 'state_dict': {key: shape}, ...}`` of the full released ``arch``, as the authors' code builds
-    it."""
-    return json.loads(fixture(CSWIN_FIXTURES / 'released_state_dict_shapes.json').read_text())[arch]
 
 
 @pytest.mark.parametrize('layout', LAYOUTS)
 def test_the_backbone_from_init_cfg_gives_the_authors_stage_tokens(layout):
     case = expected(layout)
-    path = str(fixture(CSWIN_FIXTURES / f'mini-cswin-{layout}.pth'))
-    model = InLineCSwinTransformer(arch=case['arch'], attn_type=layout, drop_path_rate=0.,
-                                   init_cfg=dict(type='Pretrained', checkpoint=path))
+    arch = mini_arch(layout)
+    model = InLineCSwinTransformer(arch={k: v for k, v in arch.items() if k != 'mlp_ratio'}, attn_type=layout,
+                                   mlp_ratio=arch['mlp_ratio'], drop_path_rate=0.,
+                                   init_cfg=dict(type='Pretrained', checkpoint=str(checkpoint_path(layout))))
     model.init_weights()
     with torch.no_grad():
         tokens = [out for out, _ in model.eval().iter_stages(case['x'])]
@@ -68,9 +35,7 @@ def test_the_backbone_from_init_cfg_gives_the_authors_stage_tokens(layout):
 def test_timm_from_the_released_file_gives_the_authors_logits_of_its_model_weights(layout):
     """``pretrained_cfg_overlay=dict(file=...)``: the file's ``model`` (what the authors evaluate), not its EMA."""
     case = expected(layout)
-    path = str(fixture(CSWIN_FIXTURES / f'mini-cswin-{layout}.pth'))
-    model = timm.create_model('inline_cswin_tiny', pretrained=True, pretrained_cfg_overlay=dict(file=path),
-                              attn_type=layout, **case['arch']).eval()
+    model = released_classifier(layout, **mini_arch(layout))
     with torch.no_grad():
         logits = model(case['x'])
         maps = model.forward_intermediates(case['x'], output_fmt='NHWC', intermediates_only=True)
