@@ -32,9 +32,9 @@ def n_params(model):
     return sum(p.numel() for p in model.parameters())
 
 
-def test_twenty_coco_configs_and_the_embedded_one():
+def test_twenty_nine_coco_configs_and_the_embedded_one():
     names = [osp.basename(c) for c in CONFIGS]
-    assert len([n for n in names if n.endswith('_coco.py')]) == 20
+    assert len([n for n in names if n.endswith('_coco.py')]) == 29
     for model in ('mask-rcnn', 'retinanet'):
         for size in 'tsml':
             assert f'{model}_inline-pvt-{size}_fpn_1x_coco.py' in names
@@ -42,12 +42,17 @@ def test_twenty_coco_configs_and_the_embedded_one():
         for size in 'tsb':
             for sched in ('1x', '3x'):
                 assert f'{model}_inline-swin-{size}_fpn_ms-crop-{sched}_coco.py' in names
+                if model == 'mask-rcnn' or sched == '3x':
+                    assert f'{model}_inline-cswin-{size}_fpn_ms-crop-{sched}_coco.py' in names
 
 
 def infers_only(config):
-    """Configs whose model is another config's with deeper stages (InLine-PVT-S/M/L) or only another schedule
-    (the 3x ones, whose 1x twins train here): they infer a step only."""
-    return any(f'inline-pvt-{size}_' in osp.basename(config) for size in 'sml') or '-3x_' in osp.basename(config)
+    """Configs whose model is another config's with deeper or wider stages (InLine-PVT-S/M/L, InLine-CSwin-S/B) or
+    only another schedule (the 3x ones whose 1x twins train here; InLine-CSwin-T's Cascade has no 1x twin and
+    trains): they infer a step only."""
+    name = osp.basename(config)
+    return any(f'inline-pvt-{size}_' in name for size in 'sml') or any(f'inline-cswin-{s}_' in name for s in 'sb') or (
+        '-3x_' in config and config.replace('-3x_', '-1x_') in CONFIGS)
 
 
 @pytest.mark.parametrize('config', CONFIGS, ids=osp.basename)
@@ -60,8 +65,9 @@ def test_config_trains_and_infers_one_step(config):
         assert cfg.custom_imports['imports'] == ['inline_backbones', 'inline_backbones.det_preprocessor']
         assert cfg.model.backbone.padding_aware
         assert cfg.model.data_preprocessor.type.endswith('RegionDetDataPreprocessor')
-        assert cfg.model.backbone.type == 'inline_backbones.InLineSwinTransformer'
-    if config.endswith('_coco.py') and 'inline-swin' in config:
+        family = 'CSwin' if 'inline-cswin' in config else 'Swin'
+        assert cfg.model.backbone.type == f'inline_backbones.InLine{family}Transformer'
+    if config.endswith('_coco.py') and ('inline-swin' in config or 'inline-cswin' in config):
         assert cfg.optim_wrapper.optimizer.type == 'AdamW' and cfg.optim_wrapper.optimizer.lr == 1e-4
         assert cfg.optim_wrapper.optimizer.weight_decay == 0.05
         assert cfg.optim_wrapper.paramwise_cfg.custom_keys['norm'] == dict(decay_mult=0.)

@@ -17,17 +17,21 @@ ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 CONFIGS = sorted(glob.glob(osp.join(ROOT, 'mmseg_configs', '*.py')))
 
 
-def test_three_ade20k_configs_and_the_embedded_one():
+def test_ade20k_configs_and_the_embedded_one():
     names = [osp.basename(c) for c in CONFIGS]
     for size in ('tiny', 'small', 'base'):
         assert f'inline-swin-{size}-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py' in names
+        assert f'inline-cswin-{size}-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py' in names
     for size in 'tsml':
         assert f'fpn_inline-pvt-{size}_8xb2-40k_ade20k-512x512.py' in names
 
 
 def infers_only(config):
-    """InLine-PVT-S/M/L configs (the T config's code, recipe and heads with deeper stages)."""
-    return any(f'inline-pvt-{size}_' in osp.basename(config) for size in 'sml')
+    """InLine-PVT-S/M/L and InLine-CSwin-S/B configs (the T config's code, recipe and heads with deeper or wider
+    stages)."""
+    name = osp.basename(config)
+    return any(f'inline-pvt-{size}_' in name for size in 'sml') or any(f'inline-cswin-{s}-' in name
+                                                                       for s in ('small', 'base'))
 
 
 @pytest.mark.parametrize('config', CONFIGS, ids=osp.basename)
@@ -40,7 +44,8 @@ def test_config_trains_and_infers_one_step(config):
         assert cfg.custom_imports['imports'][:2] == ['inline_backbones', 'inline_backbones.seg_preprocessor']
         assert cfg.model.backbone.padding_aware
         assert cfg.model.data_preprocessor.type.endswith('RegionSegDataPreProcessor')
-        assert cfg.model.backbone.type == 'inline_backbones.InLineSwinTransformer'
+        family = 'CSwin' if 'inline-cswin' in config else 'Swin'
+        assert cfg.model.backbone.type == f'inline_backbones.InLine{family}Transformer'
     if 'ade20k' in config and not pvt:
         opt = cfg.optim_wrapper.optimizer
         assert (opt.type, opt.lr, opt.betas, opt.weight_decay) == ('AdamW', 6e-5, (0.9, 0.999), 0.01)

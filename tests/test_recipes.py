@@ -13,6 +13,14 @@ InLine-Swin, against the Swin recipes the README compares with:
   ``upernet_swin_*_512x512_160k_ade20k.py``): AdamW lr 6e-5, wd 0.01, drop path 0.3 for T/S/B, warm-up
   1500 iterations from 1e-6, poly decay (power 1) to 0 at 160k.
 
+InLine-CSwin, against CSWin's recipes (microsoft/CSWin-Transformer):
+
+* segmentation: ``segmentation/configs/cswin/upernet_cswin_{tiny,small,base}.py``: mmseg's Swin recipe above with
+  drop path 0.3 / 0.4 / 0.6 for T / S / B;
+* detection: CSWin released no configs and its paper follows Swin's schedules: the InLine-Swin configs of the same
+  kind, schedule and size (their drop path), with the CSwin backbone and its widths (64-128-256-512 for T/S,
+  96-192-384-768 for B).
+
 InLine-PVT, against the PVT protocol the paper's tables follow:
 
 * Mask R-CNN 1x (PVT's and Agent-Attention's ``mask_rcnn_pvt_*_fpn_1x_coco.py``): AdamW lr 2e-4, wd 1e-4 on every
@@ -34,6 +42,7 @@ import torch
 from mmengine.config import Config
 
 from inline_backbones.released import (
+    CSWIN_ARCH_CHECKPOINTS,
     PVT_ARCH_CHECKPOINTS,
     RELEASED_CHECKPOINTS,
     SWIN_ARCH_CHECKPOINTS,
@@ -63,6 +72,15 @@ SEGMENTATION = {
     'inline-swin-base-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py': 'base',
 }
 
+# InLine-CSwin: config -> (arch, drop path, epochs, LR steps); ADE20K config -> (arch, drop path)
+CSWIN_SIZES = {'t': 'tiny', 's': 'small', 'b': 'base'}
+CSWIN_DETECTION = {name.replace('inline-swin', 'inline-cswin'): spec for name, spec in DETECTION.items()
+                   if not name.startswith('cascade') or '3x' in name}
+CSWIN_SEGMENTATION = {f'inline-cswin-{arch}-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py': (arch, drop_path)
+                      for arch, drop_path in (('tiny', 0.3), ('small', 0.4), ('base', 0.6))}
+CSWIN_WIDTHS = {'tiny': [64, 128, 256, 512], 'small': [64, 128, 256, 512], 'base': [96, 192, 384, 768]}
+# The authors' README: the Tsinghua cloud share of each released InLine-CSwin checkpoint.
+CSWIN_IDS = {'tiny': '49fa2ecc543647c4b970', 'small': '59f4e65f776f4052b93c', 'base': '91e17121df284ae38521'}
 
 ARCHS = {'t': 'tiny', 's': 'small', 'm': 'medium', 'l': 'large'}
 # The authors' README (LeapLabTHU/InLine): the Tsinghua cloud share of each released InLine-PVT checkpoint,
@@ -176,8 +194,12 @@ def configs(folder, pattern):
 def test_every_coco_and_ade20k_config_is_pinned_here():
     """So that each one is checked below, including its released link: the InLine-Swin configs, and the twelve
     InLine-PVT ones."""
-    assert {n for n in configs('mmdet_configs', '*_coco.py') if 'inline-pvt' not in n} == set(DETECTION)
-    assert {n for n in configs('mmseg_configs', '*ade20k*.py') if 'inline-pvt' not in n} == set(SEGMENTATION)
+    assert {n for n in configs('mmdet_configs', '*inline-swin*_coco.py')} == set(DETECTION)
+    assert {n for n in configs('mmseg_configs', '*inline-swin*ade20k*.py')} == set(SEGMENTATION)
+    assert configs('mmdet_configs', '*inline-cswin*') == set(CSWIN_DETECTION) and len(CSWIN_DETECTION) == 9
+    assert configs('mmseg_configs', '*inline-cswin*') == set(CSWIN_SEGMENTATION)
+    assert {n for n in configs('mmdet_configs', '*_coco.py') if 'finetune' not in n} == (
+        set(DETECTION) | set(CSWIN_DETECTION) | set(MASK_RCNN) | set(RETINANET))
     det, seg = configs('mmdet_configs', '*inline-pvt*'), configs('mmseg_configs', '*inline-pvt*')
     assert det == set(MASK_RCNN) | set(RETINANET)
     assert seg == set(SEM_FPN)
@@ -185,7 +207,7 @@ def test_every_coco_and_ade20k_config_is_pinned_here():
 
 
 def test_released_links_have_the_share_shape_and_the_authors_ids():
-    assert len(set(RELEASED_CHECKPOINTS.values())) == len(RELEASED_CHECKPOINTS) == 7
+    assert len(set(RELEASED_CHECKPOINTS.values())) == len(RELEASED_CHECKPOINTS) == 10
     for url in RELEASED_CHECKPOINTS.values():
         assert re.fullmatch(r'https://cloud\.tsinghua\.edu\.cn/f/[0-9a-f]{20}/\?dl=1', url), url
     assert SWIN_ARCH_CHECKPOINTS['tiny'] == 'https://cloud.tsinghua.edu.cn/f/32810869fcc34410966b/?dl=1'
@@ -197,6 +219,45 @@ def test_released_links_have_the_share_shape_and_the_authors_ids():
                                     for arch, id_ in RELEASED_IDS.items()}
     assert {RELEASED_CHECKPOINTS[f'inline_pvt_{arch[0]}'] for arch in RELEASED_IDS} == set(
         PVT_ARCH_CHECKPOINTS.values())
+    assert CSWIN_ARCH_CHECKPOINTS == arch_checkpoints('inline_cswin_') == {
+        arch: f'https://cloud.tsinghua.edu.cn/f/{id_}/?dl=1' for arch, id_ in CSWIN_IDS.items()}
+
+
+@pytest.mark.parametrize('name', sorted(CSWIN_DETECTION))
+def test_cswin_detection_recipe(name):
+    """The InLine-Swin config of the same kind, schedule and size, with the InLine-CSwin backbone written whole."""
+    arch, drop_path, epochs, steps = CSWIN_DETECTION[name]
+    cfg = load('mmdet_configs', name)
+    swin = load('mmdet_configs', name.replace('inline-cswin', 'inline-swin'))
+    assert plain(cfg.model.backbone) == dict(
+        type='inline_backbones.InLineCSwinTransformer', padding_aware=True, arch=arch, drop_path_rate=drop_path,
+        out_indices=(0, 1, 2, 3), with_cp=False,
+        init_cfg=dict(type='Pretrained', checkpoint=CSWIN_ARCH_CHECKPOINTS[arch]))
+    assert cfg.model.neck.in_channels == CSWIN_WIDTHS[arch]
+    mine, theirs = plain(cfg.to_dict()), plain(swin.to_dict())
+    for c in (mine, theirs):
+        del c['model']['backbone'], c['model']['neck']['in_channels'], c['pretrained']
+    assert mine == theirs
+    assert (cfg.train_cfg.max_epochs, cfg.param_scheduler[1].milestones) == (epochs, steps)
+
+
+@pytest.mark.parametrize('name', sorted(CSWIN_SEGMENTATION))
+def test_cswin_segmentation_recipe(name):
+    """CSWin's UperNet recipe: the InLine-Swin-T config's with CSWin's drop path and the CSwin backbone whole."""
+    arch, drop_path = CSWIN_SEGMENTATION[name]
+    cfg = load('mmseg_configs', name)
+    swin = load('mmseg_configs', 'inline-swin-tiny-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py')
+    assert plain(cfg.model.backbone) == dict(
+        type='inline_backbones.InLineCSwinTransformer', padding_aware=True, arch=arch, drop_path_rate=drop_path,
+        out_indices=(0, 1, 2, 3), with_cp=False,
+        init_cfg=dict(type='Pretrained', checkpoint=CSWIN_ARCH_CHECKPOINTS[arch]))
+    assert cfg.model.decode_head.in_channels == CSWIN_WIDTHS[arch]
+    assert cfg.model.auxiliary_head.in_channels == CSWIN_WIDTHS[arch][2]
+    mine, theirs = plain(cfg.to_dict()), plain(swin.to_dict())
+    for c in (mine, theirs):
+        del c['model']['backbone'], c['model']['decode_head']['in_channels'], c['pretrained']
+        del c['model']['auxiliary_head']['in_channels']
+    assert mine == theirs
 
 
 @pytest.mark.parametrize('name', sorted(DETECTION))
