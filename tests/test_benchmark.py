@@ -14,7 +14,7 @@ import os.path as osp
 import pytest
 import torch
 
-from inline_backbones import InLinePVT, InLineSwinTransformer
+from inline_backbones import InLineCSwinTransformer, InLinePVT, InLineSwinTransformer
 from inline_backbones.analysis import flop_analyzer
 from inline_backbones.benchmark import cli, memory, names, report, runs, timing
 from inline_backbones.benchmark.options import parse_args
@@ -66,6 +66,10 @@ def macs_besides_attention(H, W):
     ('inline-pvt-m-pa', lambda m: type(m) is InLinePVT and m.padding_aware and len(m.layers[2].blocks) == 18),
     ('swin-t-global', lambda m: type(m) is InLineSwinTransformer
      and all(type(b.attn) is names.GlobalSoftmaxAttention for s in m.layers for b in s.blocks)),
+    ('inline-cswin-b-pa', lambda m: type(m) is InLineCSwinTransformer and m.padding_aware and m.stage_dims[0] == 96
+     and m.attn_type == 'IISS'),
+    ('cswin-t-stripes', lambda m: type(m) is InLineCSwinTransformer and m.attn_type == 'SSSS'
+     and [len(s.blocks) for s in m.layers] == [1, 2, 21, 1] and m.stage_dims == [64, 128, 256, 512]),
     ('mmdet:swin-b', lambda m: type(m).__module__ == 'mmdet.models.backbones.swin' and m.num_features[0] == 128),
     ('mmdet:pvt-t', lambda m: type(m).__module__ == 'mmdet.models.backbones.pvt'
      and type(m).__name__ == 'PyramidVisionTransformer'),
@@ -316,6 +320,15 @@ def test_benchmark_takes_the_pvt_models(tmp_path):
     assert rows['mmdet:pvt-t']['params_m'] == v1 / 1e6 and 12.5e6 < v1 < 13e6    # PVT v1-T (13.2M) without its head
     with torch.no_grad():
         assert rows['inline-pvt-t']['gflops'] == flop_analyzer(ours.eval(), (torch.randn(1, 3, 64, 64),)).total() / 1e9
+
+
+def test_cswin_rows_against_cswin(tmp_path):
+    """InLine-CSwin-T against CSWin-T on the same trunk (the CSwin family's reference: the first model named)."""
+    rows = cli.main(['--device', 'cpu', '--sizes', '64', '--rounds', '1', *QUICK, '--no-flops',
+                     '--models', 'cswin-t-stripes', 'inline-cswin-t', '--out-dir', str(tmp_path)])
+    assert [r['model'] for r in rows] == ['cswin-t-stripes', 'inline-cswin-t']
+    assert all(r['reference'] == 'cswin-t-stripes' for r in rows)
+    assert rows[1]['params_m'] == sum(p.numel() for p in InLineCSwinTransformer('tiny').parameters()) / 1e6
 
 
 def test_interleaved_rows_and_ratios(tmp_path):

@@ -21,6 +21,11 @@ GRAMMAR = """model names (--models, --reference):
         softmax windows of max(7, w // 8) (the authors' rule); @path: InLine attention's implementation forced
     inline-pvt-{t,s,m,l}[-pa][@torch|@reference|@triton]
         InLine-PVT (InLine attention over all tokens in every stage)
+    inline-cswin-{t,s,b}[-pa]
+        InLine-CSwin (global InLine attention with LePE in stages 1-2, CSWin's cross-shaped stripes in 3-4)
+    cswin-t-stripes
+        CSWin-T (Dong et al. 2022: embed 64, depths 1-2-21-1, heads 2-4-8-16) on this package's trunk: CSWin's
+        LePE cross-shaped stripe softmax attention in every stage (stripes 1, 2, 7; the last stage global)
     swin-t-global
         Swin-T's hierarchy on this package's trunk with softmax attention over the whole map in every block
   other libraries (prefixed)
@@ -33,13 +38,17 @@ GRAMMAR = """model names (--models, --reference):
     mask-rcnn: inline-swin-{t,s,b}, mmdet:swin-{t,s}      upernet: inline-swin-{t,s,b}, mmseg:swin-{t,s,b}"""
 
 SWIN_ARCH = {'t': 'tiny', 's': 'small', 'b': 'base'}
+# CSWin-T's published arch (Dong et al. 2022, Table 1), the softmax counterpart of InLine-CSwin-T
+CSWIN_T = dict(embed_dims=64, depths=[1, 2, 21, 1], num_heads=[2, 4, 8, 16], split_size=[1, 2, 7, 7])
 PVT_ARCH = {'t': 'tiny', 's': 'small', 'm': 'medium', 'l': 'large'}
 OURS = 'inline_backbones'
 # (library, pattern, family); ``family`` says which reference model a row is compared with.
 PATTERNS = (
     (OURS, r'inline-(?P<family>swin)-(?P<arch>[tsb])(?P<pa>-pa)?(?:-w(?P<window>\d+))?(?:@(?P<path>[\w-]+))?'),
     (OURS, r'inline-(?P<family>pvt)-(?P<arch>[tsml])(?P<pa>-pa)?(?:@(?P<path>[\w-]+))?'),
+    (OURS, r'inline-(?P<family>cswin)-(?P<arch>[tsb])(?P<pa>-pa)?'),
     (OURS, r'(?P<family>swin)-(?P<arch>t)-(?P<variant>global)'),
+    (OURS, r'(?P<family>cswin)-(?P<arch>t)-(?P<variant>stripes)'),
     ('mmdet', r'(?P<family>swin)-(?P<arch>[tsb])'),
     ('mmdet', r'(?P<family>pvt)-(?P<arch>[tsml])'),
     ('mmseg', r'(?P<family>swin)-(?P<arch>[tsb])'),
@@ -141,8 +150,12 @@ class GlobalSoftmaxAttention(nn.Module):
 
 
 def _ours(name):
-    from .. import InLinePVT, InLineSwinTransformer
+    from .. import InLineCSwinTransformer, InLinePVT, InLineSwinTransformer
 
+    if name.variant == 'stripes':
+        return InLineCSwinTransformer(CSWIN_T, attn_type='SSSS', drop_path_rate=0.)
+    if name.family == 'cswin':
+        return InLineCSwinTransformer(SWIN_ARCH[name.arch], drop_path_rate=0., padding_aware=name.padding_aware)
     if name.variant == 'global':
         model = InLineSwinTransformer('tiny', attn_type='IIII', drop_path_rate=0.)
         for stage in model.layers:
