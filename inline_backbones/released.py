@@ -1,7 +1,8 @@
 """The authors' released ImageNet-1k checkpoints (LeapLabTHU/InLine README): one table, used by the docs and
 checked against every COCO / ADE20K config (which write the link literally so that users and ``mim`` see it).
 
-The links are Tsinghua cloud shares, ``https://cloud.tsinghua.edu.cn/f/<id>/?dl=1``; as an ``init_cfg``
+FLatten-Swin-T/S/B, the comparison models, come from LeapLabTHU/FLatten-Transformer's README. The links are Tsinghua
+cloud shares, ``https://cloud.tsinghua.edu.cn/f/<id>/?dl=1``; as an ``init_cfg``
 checkpoint they are downloaded once into torch's hub cache (:func:`inline_backbones.checkpoint.download_checkpoint`).
 No COCO- or ADE20K-trained InLine model is released.
 """
@@ -19,6 +20,10 @@ RELEASED_CHECKPOINTS = {
     'inline_cswin_t': _SHARE.format('49fa2ecc543647c4b970'),
     'inline_cswin_s': _SHARE.format('59f4e65f776f4052b93c'),
     'inline_cswin_b': _SHARE.format('91e17121df284ae38521'),
+    # FLatten-Swin-T/S/B (LeapLabTHU/FLatten-Transformer README), the comparison models
+    'flatten_swin_t': _SHARE.format('e1518e76703e4e57a7f2'),
+    'flatten_swin_s': _SHARE.format('94188e52af354bf4a88b'),
+    'flatten_swin_b': _SHARE.format('7a9e5186bad04e7fb3a9'),
 }
 
 # timm's name of each released model -> its model function's docstring (the paper's figures, at 224 x 224).
@@ -33,6 +38,9 @@ PAPER_FIGURES = {
     'inline_cswin_tiny': 'InLine-CSwin-T: embed 64, depths 2-4-18-1, layout IISS; ImageNet-1k top-1 83.2 (paper).',
     'inline_cswin_small': 'InLine-CSwin-S: embed 64, depths 3-6-29-2, layout IISS; ImageNet-1k top-1 83.8 (paper).',
     'inline_cswin_base': 'InLine-CSwin-B: embed 96, depths 3-6-29-2, layout IISS; ImageNet-1k top-1 84.5 (paper).',
+    'flatten_swin_tiny': 'FLatten-Swin-T: embed 96, depths 2-2-6-2, layout FFSS; ImageNet-1k top-1 82.1 (authors).',
+    'flatten_swin_small': 'FLatten-Swin-S: embed 96, depths 2-2-18-2, layout FFSS; ImageNet-1k top-1 83.5 (authors).',
+    'flatten_swin_base': 'FLatten-Swin-B: embed 128, depths 2-2-18-2, layout FFSS; ImageNet-1k top-1 83.8 (authors).',
 }
 
 
@@ -50,3 +58,6 @@ PVT_ARCH_CHECKPOINTS = arch_checkpoints('inline_pvt_')
 
 # InLineCSwinTransformer ``arch`` name -> its released checkpoint's link.
 CSWIN_ARCH_CHECKPOINTS = arch_checkpoints('inline_cswin_')
+
+# FLatten-Swin (InLineSwinTransformer ``arch`` ``'flatten-' + name``) name -> its released checkpoint's link.
+FLATTEN_SWIN_ARCH_CHECKPOINTS = arch_checkpoints('flatten_swin_')

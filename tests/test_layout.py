@@ -33,8 +33,8 @@ def test_a_malformed_layout_lists_the_familys_letters():
     with pytest.raises(ValueError) as error:
         InLineSwinTransformer(arch='small', attn_type='IIXS')
     assert str(error.value) == (
-        "malformed attn_type 'IIXS': expected one letter per stage from I (inline), S (window), L (linear) and M "
-        '(mixed), then the InLine block count of M stages, e.g. "IIIS" or "IIMS2"')
+        "malformed attn_type 'IIXS': expected one letter per stage from I (inline), S (window), L (linear), F "
+        '(flatten) and M (mixed), then the InLine block count of M stages, e.g. "IIIS" or "IIMS2"')
 
 
 def test_bad_arch():

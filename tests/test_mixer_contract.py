@@ -10,7 +10,8 @@ from torch import nn
 from inline_backbones.models.mixers import MIXERS, build_mixer, register_mixer
 from inline_backbones.models.tokens.token_map import TokenMap
 
-BUILT_IN = ('inline', 'window', 'linear', 'inline_pvt', 'spatial_reduction', 'inline_cswin', 'cswin_stripes')
+BUILT_IN = ('inline', 'window', 'linear', 'inline_pvt', 'spatial_reduction', 'inline_cswin', 'cswin_stripes',
+            'flatten')
 SOFTMAX = ('window', 'spatial_reduction', 'cswin_stripes')     # the mixers with attention weights to drop
 
 
@@ -64,6 +65,9 @@ def test_channels_must_divide_into_heads(name):
     ('inline_cswin', {}, 'embed_dims=16, num_heads=2, lepe=True'),
     ('cswin_stripes', {}, 'embed_dims=16, num_heads=2, split_size=7'),
     ('cswin_stripes', dict(split_size=None), 'embed_dims=16, num_heads=2, split_size=None'),
+    ('flatten', {}, 'embed_dims=16, num_heads=2, window_size=56, shift=False'),
+    ('flatten', dict(window_size=7, global_attention=True), 'embed_dims=16, num_heads=2, window_size=7, '
+                                                            'global_attention=True'),
 ])
 def test_repr_names_the_options(name, options, expected):
     assert build_mixer(dict(type=name, **options), 16, 2, block_index=0).extra_repr() == expected
@@ -72,6 +76,8 @@ def test_repr_names_the_options(name, options, expected):
 def test_shifted_windows_on_odd_blocks_show_in_the_repr():
     assert build_mixer(dict(type='window'), 16, 2, block_index=1).extra_repr().endswith(', shift=True')
     assert build_mixer(dict(type='inline', window_size=4), 16, 2, block_index=1).extra_repr().endswith(
+        'window_size=4, shift=True')
+    assert build_mixer(dict(type='flatten', window_size=4), 16, 2, block_index=1).extra_repr().endswith(
         'window_size=4, shift=True')
 
 
@@ -141,3 +147,17 @@ def test_cross_shaped_stripes_take_a_positive_width_and_half_the_heads_per_branc
             CSwinStripeAttention(24, heads, split_size=split_size)
         assert str(error.value) == ('cross-shaped stripes take a positive int split_size and an even head count (half '
                                     f'per branch), got split_size={split_size!r}, num_heads={heads}')
+
+
+def test_focused_linear_attention_takes_positive_window_and_odd_kernel_sizes():
+    from inline_backbones.models.mixers import FocusedLinearAttention
+
+    attn = FocusedLinearAttention(16, 2, window_size=3, kernel_size=3)
+    assert attn.positional_encoding.shape == (1, 9, 16) and attn.dwc.weight.shape == (8, 1, 3, 3)
+    assert attn.scale.shape == (1, 1, 16) and attn.shift is False and attn.global_attention is False
+    for name, bad in (('window_size', 0), ('window_size', True), ('kernel_size', 2.0), ('kernel_size', -1)):
+        with pytest.raises(ValueError) as error:
+            FocusedLinearAttention(16, 2, **{name: bad})
+        assert str(error.value) == f'{name} of focused linear attention must be a positive int, got {bad!r}'
+    with pytest.raises(ValueError, match='^kernel_size of focused linear attention must be odd, got 4$'):
+        FocusedLinearAttention(16, 2, kernel_size=4)

@@ -2,6 +2,7 @@
 shares (:mod:`.trunk`, :mod:`.stages`, :mod:`.blocks`, :mod:`.layout`) with its two thin wrappers side by side, the
 mmdet/mmseg backbone (:mod:`.backbone`) and the timm classifier (:mod:`.classifier`), and one module per family
 (:mod:`.families`: its table, backbone, timm classifiers)."""
+from .families import flatten_swin  # noqa: F401  (registers flatten_swin_{tiny,small,base} in timm)
 from .families.inline_cswin import InLineCSwinClassifier, InLineCSwinTransformer
 from .families.inline_pvt import InLinePVT, InLinePVTClassifier
 from .families.inline_swin import InLineSwinClassifier, InLineSwinTransformer

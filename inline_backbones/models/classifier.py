@@ -173,10 +173,11 @@ def checkpoint_filter_fn(state_dict, model):
 TIMM_HINT = "timm.create_model(..., pretrained=True, pretrained_cfg_overlay=dict(file=PATH))"
 
 
-def pretrained_cfg(family, url):
+def pretrained_cfg(family, url, **overrides):
     """timm's pretrained cfg of a released ImageNet-1k model of ``family``: what the released models share (224
     input, 7 x 7 last map, crop 224/256 bicubic, ImageNet mean/std, ``head``, our loader, the paper), then the
-    family's entries (``Family.pretrained_cfg``: its crop mode and first conv)."""
+    family's entries (``Family.pretrained_cfg``: its crop mode and first conv), then ``overrides`` (another paper's
+    models on the family's trunk: their origin and paper)."""
     return {
         'url': url, 'num_classes': 1000, 'input_size': (3, 224, 224), 'pool_size': (7, 7), 'crop_pct': 224 / 256,
         'interpolation': 'bicubic', 'fixed_input_size': False, 'mean': IMAGENET_DEFAULT_MEAN,
@@ -184,7 +185,7 @@ def pretrained_cfg(family, url):
         'custom_load': True,  # timm calls model.load_pretrained(file): our safe, strict loader
         'license': 'mit', 'origin_url': 'https://github.com/LeapLabTHU/InLine', 'paper_ids': 'arXiv:2412.06590',
         'paper_name': 'Bridging the Divide: Reconsidering Softmax and Linear Attention',
-        **family.pretrained_cfg,
+        **family.pretrained_cfg, **overrides,
     }
 
 
@@ -214,17 +215,19 @@ def create_classifier(cls, variant, pretrained=False, pretrained_cfg_overlay=Non
         **kwargs)
 
 
-def register_classifiers(cls, prefix, module):
+def register_classifiers(cls, prefix, module, preset_prefix='', cfg=None):
     """timm's registration of a family's released models (those named ``{prefix}{arch}`` in
-    :mod:`inline_backbones.released`): ``default_cfgs`` (:func:`pretrained_cfg` of each one's link) and one model
-    function ``{prefix}{arch}(pretrained=False, **kwargs)`` each, its docstring the paper's figures, set in
-    ``module`` (the family module's ``globals()``) and registered with timm."""
+    :mod:`inline_backbones.released`): ``default_cfgs`` (:func:`pretrained_cfg` of each one's link, with the entries
+    ``cfg`` overrides) and one model function ``{prefix}{arch}(pretrained=False, **kwargs)`` each, of the preset
+    ``{preset_prefix}{arch}``, its docstring the paper's figures, set in ``module`` (the registering module's
+    ``globals()``) and registered with timm."""
     checkpoints = arch_checkpoints(prefix)
-    module['default_cfgs'] = generate_default_cfgs({f'{prefix}{arch}.in1k': pretrained_cfg(cls.family, url)
-                                                    for arch, url in checkpoints.items()})
+    module['default_cfgs'] = generate_default_cfgs({
+        f'{prefix}{arch}.in1k': pretrained_cfg(cls.family, url, **(cfg or {})) for arch, url in checkpoints.items()})
     for arch in checkpoints:
         name = f'{prefix}{arch}'
-        module[name] = register_model(_model_function(cls, name, arch, PAPER_FIGURES[name], module['__name__']))
+        module[name] = register_model(_model_function(cls, name, preset_prefix + arch, PAPER_FIGURES[name],
+                                                      module['__name__']))
 
 
 def _model_function(cls, name, arch, doc, module_name):

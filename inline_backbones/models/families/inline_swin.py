@@ -4,7 +4,15 @@ its timm classifiers :class:`InLineSwinClassifier`.
 Swin's four-stage hierarchy: a stride-``patch_size`` patch embedding (the stem), then stages of pre-norm blocks,
 each but the last followed by patch merging (stride x2, width x2). Each stage's token mixer is the layout letter's:
 ``I`` InLine attention (global, or in windows), ``S`` Swin's shifted-window softmax, ``L`` plain linear attention,
-``M`` mixed (:mod:`~inline_backbones.models.layout`). Outputs go through a LayerNorm per stage.
+``F`` FLatten's focused linear attention (in windows, or global), ``M`` mixed (:mod:`~inline_backbones.models.layout`).
+Outputs go through a LayerNorm per stage.
+
+The presets ``flatten-tiny``, ``flatten-small``, ``flatten-base`` are the authors' FLatten-Swin-T/S/B (Han et al.,
+ICCV 2023; LeapLabTHU/FLatten-Transformer), the comparison models: Swin-T/S/B's trunk with layout ``FFSS``, the
+``F`` blocks in windows of ``min(flatten_window_size, flatten_img_size / (patch_size * 2**i))`` tokens in stage
+``i`` (56 and 28 at 224 px: the whole maps of stages 1 and 2, each with its positional encoding of that size), the
+softmax blocks in Swin's windows of 7. Their released files load as InLine-Swin's do (the same key filter), and
+timm's ``flatten_swin_{tiny,small,base}`` (:mod:`.flatten_swin`) are their classifiers.
 
 The classifiers ``inline_swin_tiny``, ``inline_swin_small``, ``inline_swin_base`` are registered in timm's model
 registry when ``inline_backbones`` is imported: the family's trunk (the backbone's keys) and the released model's
@@ -39,22 +47,30 @@ from ..trunk import Family
 from ..upstream_args import SWIN_ARGS, translate
 from .swin_checkpoint import checkpoint_filter_fn
 
-LETTERS = {'I': 'inline', 'S': 'window', 'L': 'linear'}
+LETTERS = {'I': 'inline', 'S': 'window', 'L': 'linear', 'F': 'flatten'}
 
 ARCH_ZOO = {
     'tiny': dict(embed_dims=96, depths=[2, 2, 6, 2], num_heads=[3, 6, 12, 24], attn_type='IIIS'),
     'small': dict(embed_dims=96, depths=[2, 2, 18, 2], num_heads=[3, 6, 12, 24], attn_type='IISS'),
     'base': dict(embed_dims=128, depths=[2, 2, 18, 2], num_heads=[4, 8, 16, 32], attn_type='IIMS2'),
+    # FLatten-Swin-T/S/B, the authors' cfgs/flatten_swin_{t,s,b}.yaml (their layout LLSS: L is their FLatten letter)
+    'flatten-tiny': dict(embed_dims=96, depths=[2, 2, 6, 2], num_heads=[3, 6, 12, 24], attn_type='FFSS'),
+    'flatten-small': dict(embed_dims=96, depths=[2, 2, 18, 2], num_heads=[3, 6, 12, 24], attn_type='FFSS'),
+    'flatten-base': dict(embed_dims=128, depths=[2, 2, 18, 2], num_heads=[4, 8, 16, 32], attn_type='FFSS'),
 }
 
 OPTIONS = dict(kernel_func='identity', patch_size=4, window_size=7, mlp_ratio=4., qkv_bias=True, drop_rate=0.,
-               attn_drop_rate=0., local_residual=True, linear_kernel_func='relu', inline_window_size=None)
+               attn_drop_rate=0., local_residual=True, linear_kernel_func='relu', inline_window_size=None,
+               flatten_window_size=56, flatten_img_size=224, flatten_global=False, focusing_factor=3,
+               flatten_kernel_size=5)
 
 
 def build(trunk, arch, layout, drop_path_rates, in_channels, with_cp, kernel_func, patch_size, window_size, mlp_ratio,
-          qkv_bias, drop_rate, attn_drop_rate, local_residual, linear_kernel_func, inline_window_size):
+          qkv_bias, drop_rate, attn_drop_rate, local_residual, linear_kernel_func, inline_window_size,
+          flatten_window_size, flatten_img_size, flatten_global, focusing_factor, flatten_kernel_size):
     """Patch embedding (``trunk.patch_embed``, then dropout), and the stages: widths ``embed_dims * 2**i``, patch
-    merging after each but the last."""
+    merging after each but the last. FLatten blocks of stage ``i`` get windows (and a positional encoding) of
+    ``min(flatten_window_size, flatten_img_size // (patch_size * 2**i))`` tokens a side, the authors' rule."""
     if inline_window_size is not None and (isinstance(inline_window_size, bool)
                                            or not isinstance(inline_window_size, int) or inline_window_size < 1):
         raise ValueError(f'inline_window_size must be None or a positive int, got {inline_window_size!r}')
@@ -74,6 +90,10 @@ def build(trunk, arch, layout, drop_path_rates, in_channels, with_cp, kernel_fun
     num_stages = len(layout)
     stages, dims = [], [arch['embed_dims'] * 2 ** i for i in range(num_stages)]
     for i, names in enumerate(layout):
+        mixer_cfgs['flatten'] = dict(
+            type='flatten', window_size=min(flatten_window_size, flatten_img_size // (patch_size * 2 ** i)),
+            qkv_bias=qkv_bias, focusing_factor=focusing_factor, kernel_size=flatten_kernel_size,
+            proj_drop_rate=drop_rate, global_attention=flatten_global)
         stages.append(Stage(
             dims[i], arch['num_heads'][i], [mixer_cfgs[name] for name in names], mlp_ratio=mlp_ratio,
             drop_rate=drop_rate, drop_path_rates=drop_path_rates[i], with_cp=with_cp,
@@ -117,8 +137,9 @@ class InLineSwinTransformer(Backbone, family=SWIN):
     in ``init_cfg`` is refused: :mod:`inline_backbones.models.upstream_args`.
 
     Args:
-        arch (str | dict): ``'tiny'`` (default), ``'small'``, ``'base'`` (the released models) or a dict with
-            ``embed_dims``, ``depths``, ``num_heads`` and optionally ``attn_type``.
+        arch (str | dict): ``'tiny'`` (default), ``'small'``, ``'base'`` (the released models),
+            ``'flatten-tiny'``, ``'flatten-small'``, ``'flatten-base'`` (FLatten-Swin-T/S/B, layout ``FFSS``) or a
+            dict with ``embed_dims``, ``depths``, ``num_heads`` and optionally ``attn_type``.
         attn_type (str, optional): Layout string overriding the preset's, e.g. ``'IIIS'``.
         kernel_func (str): InLine kernel on q and k: ``identity`` | ``relu`` | ``leakyrelu`` | ``exp``.
         local_residual (bool): InLine blocks add the dynamic 3x3 local residual. False is an ablation
@@ -145,6 +166,14 @@ class InLineSwinTransformer(Backbone, family=SWIN):
         inline_window_size (int, optional): None: InLine blocks attend globally (default). An int:
             InLine blocks attend within windows of that size, shifted by half on odd blocks of each
             stage, as in the authors' code (56 there); see :mod:`inline_backbones.models.tokens.masks`.
+        flatten_window_size (int): FLatten blocks (letter ``F``): the authors' window size (56, the released
+            models'); stage ``i``'s windows and positional encoding are ``min(flatten_window_size,
+            flatten_img_size // (patch_size * 2**i))`` tokens a side.
+        flatten_img_size (int): The image size the FLatten blocks' positional encodings were made for (224).
+        flatten_global (bool): FLatten blocks attend over each image's whole map, their positional encodings
+            resized to it bicubically. Defaults to False (the authors' windows).
+        focusing_factor (int | float): FLatten's focusing power. Defaults to 3 (released).
+        flatten_kernel_size (int): FLatten's depthwise conv on v. Defaults to 5 (released).
         init_cfg (dict, optional): ``dict(type='Pretrained', checkpoint=PATH[, prefix='backbone.'])``
             loads a released ImageNet checkpoint (or a detector/segmentor one with ``prefix``) strictly:
             see :func:`inline_backbones.checkpoint.load_pretrained`.
