@@ -20,13 +20,17 @@ RELEASED_CHECKPOINTS = {
     'inline_cswin_t': _SHARE.format('49fa2ecc543647c4b970'),
     'inline_cswin_s': _SHARE.format('59f4e65f776f4052b93c'),
     'inline_cswin_b': _SHARE.format('91e17121df284ae38521'),
+    'inline_deit_t': _SHARE.format('1d6b8191ad6d4114b291'),
+    'inline_deit_s': _SHARE.format('2f3898b07e9247f3beb3'),
+    'inline_deit_b': _SHARE.format('10bdd726d4b0435eb34e'),
     # FLatten-Swin-T/S/B (LeapLabTHU/FLatten-Transformer README), the comparison models
     'flatten_swin_t': _SHARE.format('e1518e76703e4e57a7f2'),
     'flatten_swin_s': _SHARE.format('94188e52af354bf4a88b'),
     'flatten_swin_b': _SHARE.format('7a9e5186bad04e7fb3a9'),
 }
 
-# timm's name of each released model -> its model function's docstring (the paper's figures, at 224 x 224).
+# timm's name of each released model -> its model function's docstring (the paper's figures, at 224 x 224 unless
+# the figure names another size).
 PAPER_FIGURES = {
     'inline_swin_tiny': 'InLine-Swin-T: embed 96, depths 2-2-6-2, layout IIIS; ImageNet-1k top-1 82.4 (paper).',
     'inline_swin_small': 'InLine-Swin-S: embed 96, depths 2-2-18-2, layout IISS; ImageNet-1k top-1 83.6 (paper).',
@@ -38,6 +42,9 @@ PAPER_FIGURES = {
     'inline_cswin_tiny': 'InLine-CSwin-T: embed 64, depths 2-4-18-1, layout IISS; ImageNet-1k top-1 83.2 (paper).',
     'inline_cswin_small': 'InLine-CSwin-S: embed 64, depths 3-6-29-2, layout IISS; ImageNet-1k top-1 83.8 (paper).',
     'inline_cswin_base': 'InLine-CSwin-B: embed 96, depths 3-6-29-2, layout IISS; ImageNet-1k top-1 84.5 (paper).',
+    'inline_deit_tiny': 'InLine-DeiT-T: embed 192, depths 12, layout I; at 224 px ImageNet-1k top-1 74.5 (paper).',
+    'inline_deit_small': 'InLine-DeiT-S: embed 320, depths 12, layout I; at 288 px ImageNet-1k top-1 80.2 (paper).',
+    'inline_deit_base': 'InLine-DeiT-B: embed 384, depths 12, layout I; at 448 px ImageNet-1k top-1 82.3 (paper).',
     'flatten_swin_tiny': 'FLatten-Swin-T: embed 96, depths 2-2-6-2, layout FFSS; ImageNet-1k top-1 82.1 (authors).',
     'flatten_swin_small': 'FLatten-Swin-S: embed 96, depths 2-2-18-2, layout FFSS; ImageNet-1k top-1 83.5 (authors).',
     'flatten_swin_base': 'FLatten-Swin-B: embed 128, depths 2-2-18-2, layout FFSS; ImageNet-1k top-1 83.8 (authors).',
