@@ -13,6 +13,7 @@ import torch
 from padding_cases import small_backbone
 from tool_modules import load_tool
 
+from inline_backbones import InLineCSwinTransformer
 from inline_backbones.export import (
     ExtractFeat,
     export_onnx,
@@ -367,3 +368,18 @@ def test_export_tool_checks_its_inputs_before_building(export_tool, tmp_path):
     with pytest.raises(SystemExit) as exit_:
         export_tool.main(['inline_swin_tiny', '--checkpoint', str(tmp_path / 'model.pth')])
     assert str(exit_.value.code).startswith(f"[export_onnx] error: checkpoint '{tmp_path}/model.pth' is cut off")
+
+
+@pytest.mark.parametrize('exporter', ['dynamo', 'torchscript'])
+def test_cswin_backbone_exports(exporter, onnx_stack, tmp_path):
+    """InLine-CSwin (global InLine with LePE, stripes of 1, 2 and 7 padded to whole stripes, the last stage global)
+    on a small trunk; the dynamic range keeps stage 3's stripe counts above 1 (torch.export fixes a size of 1 at the
+    example's) and crosses its padding (14 to 18 columns: 0 and 4 padded cells)."""
+    torch.manual_seed(0)
+    model = InLineCSwinTransformer(dict(embed_dims=8, depths=[1, 2, 1, 1], num_heads=[1, 2, 2, 4]),
+                                   attn_type='IISS', drop_path_rate=0.).eval()
+    sizes = [(224, 288), (288, 352)]
+    dynamic = tuple(sizes) if exporter == 'dynamo' else None
+    export_onnx(model, torch.randn(1, 3, *sizes[0]), tmp_path / 'model.onnx', exporter, dynamic=dynamic)
+    errors = onnx_errors(model, tmp_path / 'model.onnx', sizes + [(256, 320)] if dynamic else sizes[:1])
+    assert max(max(e) for e in errors) < TOL, errors

@@ -212,18 +212,23 @@ def stripe_plan(hw_shape, batch_size, split_size, axis, region_shapes=None, devi
     H, W = hw_shape
     B, sp = batch_size, split_size
     static = region_shapes is not None and regions_in_graph()
+    canvas_h, canvas_w = (H, W + (-W) % sp) if axis == 0 else (H + (-H) % sp, W)
+    window_hw = (canvas_h, sp) if axis == 0 else (sp, canvas_w)
     if region_shapes is None:
-        heights, widths = torch.full((B,), H), torch.full((B,), W)
+        # One size for the batch: the offset and whether anything is padded are sizes, never tensor values, so a
+        # graph (export, compile, trace) stays free of data-dependent branches; it always takes the mask.
+        pad = (-W) % sp if axis == 0 else (-H) % sp
+        fills = not exporting_or_tracing() and pad == 0
+        heights, widths = (torch.full((B,), n, device=device) for n in (H, W))
+        offset = torch.full((B,), pad // 2, device=device)
     else:
         region_shapes = region_shapes.to('cpu' if not static else device)
         heights, widths = region_shapes[:, 0], region_shapes[:, 1]
-    side = widths if axis == 0 else heights
-    offset = ((-side) % sp) // 2                                                  # (B,) cells before the first token
+        side = widths if axis == 0 else heights
+        offset = ((-side) % sp) // 2                                              # (B,) cells before the first token
+        fills = not static and bool(((offset == 0) & (heights == canvas_h) & (widths == canvas_w)).all())
     zeros = torch.zeros_like(offset)
     row_off, col_off = (zeros, offset) if axis == 0 else (offset, zeros)
-    canvas_h, canvas_w = (H, W + (-W) % sp) if axis == 0 else (H + (-H) % sp, W)
-    window_hw = (canvas_h, sp) if axis == 0 else (sp, canvas_w)
-    fills = not static and bool(((offset == 0) & (heights == canvas_h) & (widths == canvas_w)).all())
     heights, widths, row_off, col_off = (to_device(t, device) for t in (heights, widths, row_off, col_off))
     src_r = torch.arange(canvas_h, device=device) - row_off[:, None]                # (B, canvas_h)
     src_c = torch.arange(canvas_w, device=device) - col_off[:, None]
@@ -233,12 +238,15 @@ def stripe_plan(hw_shape, batch_size, split_size, axis, region_shapes=None, devi
     num_windows, L = src.shape[1], window_hw[0] * window_hw[1]
     gather = (src + (torch.arange(B, device=device) * (H * W + 1))[:, None, None]).reshape(-1)
 
-    # Token (i, j) of image b sits at canvas cell (i + row_off_b, j + col_off_b).
+    # Token (i, j) of image b sits at canvas cell (r, c) = (i + row_off_b, j + col_off_b): in the row-major stripes,
+    # position ((c // sp) canvas_h + r) sp + c % sp (vertical) or r canvas_w + c (horizontal). Only ``sp``, an int,
+    # divides: a graph's symbolic side as a divisor is an op on a symbolic scalar, which ONNX cannot take.
     rows = torch.arange(H, device=device) + row_off[:, None]                        # (B, H)
     cols = torch.arange(W, device=device) + col_off[:, None]                        # (B, W)
-    wh, ww = window_hw
-    window = (rows // wh)[:, :, None] * (canvas_w // ww) + (cols // ww)[:, None, :]
-    pos = (window * wh + (rows % wh)[:, :, None]) * ww + (cols % ww)[:, None, :]
+    if axis == 0:
+        pos = ((cols // sp)[:, None, :] * canvas_h + rows[:, :, None]) * sp + (cols % sp)[:, None, :]
+    else:
+        pos = rows[:, :, None] * canvas_w + cols[:, None, :]
     pos = pos + (torch.arange(B, device=device) * num_windows * L)[:, None, None]
     own = (torch.arange(H, device=device) < heights[:, None])[:, :, None] & \
         (torch.arange(W, device=device) < widths[:, None])[:, None, :]
