@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from conftest import naive_inline_attention
 
-from inline_backbones import InLineAttention, InLineSwinTransformer
+from inline_backbones import InLineAttention, InLineCSwinTransformer, InLineSwinTransformer
 from inline_backbones.models.mixers import fused_linear
 from inline_backbones.models.mixers.fused_linear import linear
 from inline_backbones.models.tokens.token_map import TokenMap
@@ -16,10 +16,11 @@ def _relative(a, b):
     return ((a.float() - b.float()).norm() / b.float().norm()).item()
 
 
-@pytest.fixture(scope='module')
-def tiny_and_input():
+@pytest.fixture(scope='module', params=[InLineSwinTransformer, InLineCSwinTransformer], ids=['swin-t', 'cswin-t'])
+def tiny_and_input(request):
+    """InLine-Swin-T, InLine-CSwin-T (global InLine with LePE; stripes of 7 over 16x14 maps: padded) at 256 x 224."""
     torch.manual_seed(0)
-    model = InLineSwinTransformer('tiny', drop_path_rate=0.).eval()
+    model = request.param('tiny', drop_path_rate=0.).eval()
     model.init_weights()
     with torch.no_grad():  # non-trivial norms and biases, so every term of every layer matters
         for name, p in model.named_parameters():
