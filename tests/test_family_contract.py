@@ -66,7 +66,7 @@ def cswin_side(n, stride):
 
 FAMILIES = {
     'swin': Case(InLineSwinTransformer, InLineSwinClassifier, 'inline_swin_',
-                 dict(embed_dims=16, depths=[2, 2, 4, 2], num_heads=[1, 2, 4, 8]), ('IIIS', 'IISS', 'IIMS2'),
+                 dict(embed_dims=16, depths=[2, 2, 4, 2], num_heads=[1, 2, 4, 8]), ('IIIS', 'IISS', 'IIMS2', 'FFSS'),
                  ceil_side, ceil_side, ('patch_embed',), ('patch_embed', 'PatchEmbed'),
                  frozenset({'InLineAttention', 'WindowAttention'})),
     'pvt': Case(InLinePVT, InLinePVTClassifier, 'inline_pvt_',
@@ -79,7 +79,11 @@ FAMILIES = {
                   frozenset({'CSwinInLineAttention', 'CSwinStripeAttention'})),
 }
 FAMILY_LAYOUTS = [(f, layout) for f, case in FAMILIES.items() for layout in case.layouts]
-TIMM_MODELS = sorted(timm.list_models('inline_*'))
+# Families with timm classifiers only, no mmdet/mmseg backbone: their contract is in their own file (InLine-DeiT's:
+# tests/test_inline_deit.py).
+CLASSIFIER_ONLY = ('inline_deit_',)
+TIMM_MODELS = sorted(name for name in timm.list_models('inline_*') if not name.startswith(CLASSIFIER_ONLY))
+COMPARISON_MODELS = sorted(timm.list_models('flatten_*'))   # other papers' models on a family's trunk (FLatten-Swin)
 
 
 def small_model(family, layout, **kwargs):
@@ -91,7 +95,7 @@ def small_model(family, layout, **kwargs):
 
 def test_timm_registry_has_every_family():
     assert {name.rsplit('_', 1)[0] + '_' for name in TIMM_MODELS} == {c.timm_prefix for c in FAMILIES.values()}
-    assert len(TIMM_MODELS) == 10
+    assert len(TIMM_MODELS) == 10 and len(timm.list_models('inline_*')) == 13
     for case in FAMILIES.values():   # the class keyword family= sets the table and its presets on both wrappers
         assert case.classifier.family is case.backbone.family
         assert case.classifier.arch_zoo is case.backbone.arch_zoo is case.backbone.family.arch_zoo
@@ -102,6 +106,7 @@ def test_import_registers_every_timm_model_without_mmdet_or_mmseg():
             'print(timm.list_models("inline_*"), sorted(m for m in ("mmdet", "mmseg") if m in sys.modules))')
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == ("['inline_cswin_base', 'inline_cswin_small', 'inline_cswin_tiny', "
+                                            "'inline_deit_base', 'inline_deit_small', 'inline_deit_tiny', "
                                             "'inline_pvt_large', 'inline_pvt_medium', 'inline_pvt_small', "
                                             "'inline_pvt_tiny', 'inline_swin_base', 'inline_swin_small', "
                                             "'inline_swin_tiny'] []")
@@ -622,7 +627,7 @@ def test_fx_graph_of_the_classifier_gives_its_logits(family):
         assert torch.equal(out['logits'], model(x)) and torch.equal(out['features'], model.forward_features(x))
 
 
-@pytest.mark.parametrize('name', TIMM_MODELS)
+@pytest.mark.parametrize('name', TIMM_MODELS + COMPARISON_MODELS)
 def test_timm_default_cfg_contract(name):
     """timm's ``test_model_default_cfgs`` assertions, on the full model at its cfg's input size."""
     model = timm.create_model(name, pretrained=False).eval()
