@@ -245,3 +245,18 @@ def test_any_input_size_in_windows_and_global():
             outs = model(torch.randn(1, 3, 97, 131))
         assert [tuple(o.shape[-2:]) for o in outs] == [(math.ceil(97 / s), math.ceil(131 / s)) for s in (4, 8, 16, 32)]
         assert all(torch.isfinite(o).all() for o in outs)
+
+
+def test_fx_graph_of_a_flatten_classifier_gives_its_logits():
+    """The focused linear attention is a leaf of timm's fx graphs, windowed and global."""
+    from timm.models import create_feature_extractor, get_graph_node_names
+
+    for options in (dict(flatten_window_size=8), dict(flatten_global=True)):
+        torch.manual_seed(0)
+        model = randomized(InLineSwinClassifier(arch=dict(embed_dims=16, depths=[2, 2, 2, 2], num_heads=[1, 2, 4, 8]),
+                                                attn_type='FFSS', drop_path_rate=0., **options))
+        assert 'layers.0.blocks.1.attn' in get_graph_node_names(model)[1]
+        graph = create_feature_extractor(model, return_nodes={'head': 'logits'})
+        x = torch.randn(1, 3, 90, 110)
+        with torch.no_grad():
+            assert torch.equal(graph(x)['logits'], model(x))
