@@ -5,8 +5,9 @@ Importing the package registers :class:`InLineSwinTransformer`, :class:`InLinePV
 as ``type='inline_backbones.InLineSwinTransformer'`` / ``'inline_backbones.InLinePVT'`` /
 ``'inline_backbones.InLineCSwinTransformer'``) and
 allow-lists the classes of mmengine Runner checkpoints for torch's safe ``weights_only`` loading.
-It also registers the ImageNet classifiers ``inline_swin_{tiny,small,base}`` and
-``inline_pvt_{tiny,small,medium,large}`` and ``inline_cswin_{tiny,small,base}`` with timm.
+It also registers the ImageNet classifiers ``inline_swin_{tiny,small,base}``,
+``inline_pvt_{tiny,small,medium,large}``, ``inline_cswin_{tiny,small,base}`` and ``inline_deit_{tiny,small,base}``
+with timm.
 It imports neither mmdet nor mmseg.
 """
 from .checkpoint import CheckpointMismatchError, allow_mmengine_checkpoints, load_pretrained, route_mmengine_local_loads
@@ -14,6 +15,7 @@ from .models import (
                      InLineAttention,
                      InLineCSwinClassifier,
                      InLineCSwinTransformer,
+                     InLineDeiTClassifier,
                      InLinePVT,
                      InLinePVTClassifier,
                      InLineSwinClassifier,
@@ -28,6 +30,7 @@ route_mmengine_local_loads()   # mmengine's local checkpoint reads: the same saf
 
 __version__ = '0.1.0'
 __all__ = ['CheckpointMismatchError', 'InLineAttention', 'InLineCSwinClassifier', 'InLineCSwinTransformer',
+           'InLineDeiTClassifier',
            'InLinePVT', 'InLinePVTClassifier', 'InLineSwinClassifier',
            'InLineSwinTransformer', 'MODELS', 'WindowAttention', 'allow_mmengine_checkpoints', 'load_pretrained',
            'parse_attn_layout']

@@ -11,7 +11,7 @@ from inline_backbones.models.mixers import MIXERS, build_mixer, register_mixer
 from inline_backbones.models.tokens.token_map import TokenMap
 
 BUILT_IN = ('inline', 'window', 'linear', 'inline_pvt', 'spatial_reduction', 'inline_cswin', 'cswin_stripes',
-            'flatten')
+            'flatten', 'inline_deit')
 SOFTMAX = ('window', 'spatial_reduction', 'cswin_stripes')     # the mixers with attention weights to drop
 
 
@@ -63,6 +63,7 @@ def test_channels_must_divide_into_heads(name):
     ('linear', {}, "embed_dims=16, num_heads=2, kernel_func='relu'"),
     ('spatial_reduction', dict(sr_ratio=2), 'embed_dims=16, num_heads=2, sr_ratio=2'),
     ('inline_cswin', {}, 'embed_dims=16, num_heads=2, lepe=True'),
+    ('inline_deit', {}, "embed_dims=16, num_heads=2, kernel_func='identity', residual on the map's tokens"),
     ('cswin_stripes', {}, 'embed_dims=16, num_heads=2, split_size=7'),
     ('cswin_stripes', dict(split_size=None), 'embed_dims=16, num_heads=2, split_size=None'),
     ('flatten', {}, 'embed_dims=16, num_heads=2, window_size=56, shift=False'),

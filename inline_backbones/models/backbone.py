@@ -47,7 +47,7 @@ class Backbone(Trunk, BaseModule):
         self.num_features = list(self.stage_dims)
         if self.family.output_norms:
             for i in out_indices:
-                self.add_module(f'norm{i}', nn.LayerNorm(self.num_features[i]))
+                self.add_module(f'norm{i}', nn.LayerNorm(self.num_features[i], eps=self.family.norm_eps))
         self._freeze_stages()
 
     def forward(self, x, image_shapes=None):

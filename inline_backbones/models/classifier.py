@@ -6,7 +6,10 @@ A classifier is ``logits = head(mean_{H,W}(norm(map)))`` with ``map`` the last s
 shared stage loop (:func:`~.stages.iter_stages`). As in timm's Swin,
 ``forward_features`` returns the normalised last map NHWC (B, H, W, C) and ``forward_head`` pools it;
 ``features_only=True`` gives the stages' NCHW maps through :meth:`forward_intermediates` (timm's
-``FeatureGetterNet``). The models trace with torch.fx through timm's tracer (the mixers and the helpers
+``FeatureGetterNet``). A family with a class token (``Family.prefix_tokens``, InLine-DeiT) is read as timm's
+ViT: ``forward_features`` returns every token (B, 1 + N, C) (``output_fmt`` ``'NLC'``), ``global_pool='token'``
+(its default) takes the class token, ``'avg'`` the mean of the map's tokens; the stage maps leave the class token
+out. The models trace with torch.fx through timm's tracer (the mixers and the helpers
 that branch on sizes are leaves) and export with ``torch.export``; ``torch.jit.script`` is refused with the
 reason (the layers branch on Python objects such as the token map). Released files load through timm as
 released (``pretrained=True, pretrained_cfg_overlay=dict(file=PATH)``): timm hands the file to
@@ -40,10 +43,12 @@ def check_img_size(img_size):
     return tuple(pair)
 
 
-def check_global_pool(global_pool):
-    if global_pool not in ('avg', ''):
-        raise ValueError(f"global_pool must be 'avg' or '', got {global_pool!r}")
-    return global_pool
+def check_global_pool(global_pool, prefix_tokens=0):
+    """``global_pool`` if the classifier takes it: ``'avg'``, ``''`` and, with prefix tokens, ``'token'``."""
+    if global_pool in ('avg', '') or (prefix_tokens and global_pool == 'token'):
+        return global_pool
+    choices = "'token', 'avg' or ''" if prefix_tokens else "'avg' or ''"
+    raise ValueError(f'global_pool must be {choices}, got {global_pool!r}')
 
 
 class Classifier(Trunk):
@@ -53,13 +58,16 @@ class Classifier(Trunk):
     Args:
         arch (str | dict, optional): A preset of the family (default: its first) or a custom arch dict.
         num_classes (int): Classes of ``head``; 0 leaves the pooled features (``head`` is Identity).
-        global_pool (str): ``'avg'`` (mean over the map) or ``''`` (no pooling: per-position logits).
+        global_pool (str, optional): ``'avg'`` (mean over the map), ``'token'`` (the class token, where the family
+            has one) or ``''`` (no pooling: per-position logits). None: the family's (``Family.global_pool``).
         in_chans (int): Input channels. A released (RGB) file loads into another count through timm's
             ``adapt_input_conv`` of the first conv (:func:`~.trunk.adapt_first_conv`).
-        img_size (int | tuple[int, int], optional): timm's argument, accepted and checked to be a size, otherwise
-            without effect: the model takes any input size (InLine attention is global over the map, window
-            attention pads to whole windows, PVT's position embeddings are resized to each map), so no parameter
-            depends on it. timm's pretrained cfg keeps the released models' 224 x 224, as timm's Swin keeps its own.
+        img_size (int | tuple[int, int], optional): timm's argument, checked to be a size. Where the family's arch
+            has an ``img_size`` (InLine-DeiT: the grid of its position embedding), it sets it, as in timm's ViT.
+            Otherwise it has no effect: the model takes any input size (InLine attention is global over the map,
+            window attention pads to whole windows, PVT's position embeddings are resized to each map), so no
+            parameter depends on it; timm's pretrained cfg keeps the released models' 224 x 224, as timm's Swin
+            keeps its own.
         attn_type, drop_path_rate, with_cp: the trunk's (:class:`~.trunk.Trunk`).
         **kwargs: keys of the arch (``embed_dims``, ``depths``, ``num_heads``, ... as timm's model functions pass
             them: they override the preset's) and the family's options (``drop_rate``, ``kernel_func``, ...).
@@ -68,22 +76,28 @@ class Classifier(Trunk):
     # forward_features returns NHWC maps, as timm's Swin; timm's tests and users read the layout from here.
     output_fmt = 'NHWC'
 
-    def __init__(self, arch=None, num_classes=1000, global_pool='avg', in_chans=3, img_size=None, attn_type=None,
+    def __init__(self, arch=None, num_classes=1000, global_pool=None, in_chans=3, img_size=None, attn_type=None,
                  drop_path_rate=0.1, with_cp=False, **kwargs):
-        check_global_pool(global_pool)
-        check_img_size(img_size)
+        global_pool = check_global_pool(self.family.global_pool if global_pool is None else global_pool,
+                                        self.family.prefix_tokens)
+        img_size = check_img_size(img_size)
         if kwargs.pop('padding_aware', False):
             raise ValueError('padding_aware is not supported by the classifier (it pools every token of the input): '
                              'use the mmdet/mmseg backbone for padded batches of different sizes')
         family = self.family
         arch = family.resolve_arch(next(iter(family.arch_zoo)) if arch is None else arch)
         arch.update({k: kwargs.pop(k) for k in [*ARCH_REQUIRED, *family.arch_defaults] if k in kwargs})
+        if img_size is not None and 'img_size' in family.arch_defaults:
+            arch['img_size'] = img_size
         super().__init__(arch=arch, attn_type=attn_type, in_channels=in_chans, drop_path_rate=drop_path_rate,
                          with_cp=with_cp, options=kwargs)
         self.feature_info = [dict(num_chs=c, reduction=self.stride * 2 ** i, module=f'layers.{i}')
                              for i, c in enumerate(self.stage_dims)]
         self.num_features = self.head_hidden_size = self.stage_dims[-1]
-        self.norm = nn.LayerNorm(self.num_features) if family.output_norms else nn.Identity()
+        self.num_prefix_tokens = family.prefix_tokens
+        if self.num_prefix_tokens:
+            self.output_fmt = 'NLC'      # forward_features: every token, as timm's ViT
+        self.norm = nn.LayerNorm(self.num_features, eps=family.norm_eps) if family.output_norms else nn.Identity()
         self.num_classes = num_classes
         self.global_pool = global_pool
         self.head = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
@@ -96,21 +110,30 @@ class Classifier(Trunk):
         """A new head of ``num_classes`` (0: Identity), initialised as the trunk's linears
         (:func:`~.trunk.init_linear`)."""
         if global_pool is not None:
-            self.global_pool = check_global_pool(global_pool)
+            self.global_pool = check_global_pool(global_pool, self.num_prefix_tokens)
         self.num_classes = num_classes
         self.head = nn.Linear(self.num_features, num_classes) if num_classes > 0 else nn.Identity()
         if num_classes > 0:
             init_linear(self.head)
 
     def forward_features(self, x):
-        """(B, C_in, H, W) -> the last stage's normalised map, NHWC (B, H', W', C)."""
+        """(B, C_in, H, W) -> the last stage's normalised map, NHWC (B, H', W', C); with prefix tokens every
+        normalised token, NLC (B, P + H'W', C)."""
         out, tokens = deque(self.iter_stages(x), maxlen=1).pop()    # run every stage, keep the last output
-        return to_nhwc(self.norm(out), tokens)
+        return self._final(out, tokens)
+
+    def _final(self, out, tokens):
+        """The last stage's tokens as ``forward_features`` returns them."""
+        out = self.norm(out)
+        return out if self.num_prefix_tokens else to_nhwc(out, tokens)
 
     def forward_head(self, x, pre_logits=False):
-        """NHWC map -> average over H', W' (``global_pool='avg'``) -> ``head``."""
-        if self.global_pool == 'avg':
-            x = x.mean(dim=(1, 2))
+        """``forward_features``' output -> the class token (``global_pool='token'``) or the average over the map
+        (``'avg'``: H', W'; with prefix tokens the map's tokens) -> ``head``."""
+        if self.global_pool == 'token':
+            x = x[:, 0]
+        elif self.global_pool == 'avg':
+            x = x[:, self.num_prefix_tokens:].mean(dim=1) if self.num_prefix_tokens else x.mean(dim=(1, 2))
         return x if pre_logits else self.head(x)
 
     def forward(self, x):
@@ -119,9 +142,9 @@ class Classifier(Trunk):
     def forward_intermediates(self, x, indices=None, norm=False, stop_early=False, output_fmt='NCHW',
                               intermediates_only=False):
         """Stage maps for ``features_only`` (timm's interface): the NCHW (or NHWC) outputs of the stages
-        in ``indices`` (the last one through ``norm`` if ``norm``), and unless ``intermediates_only`` also
-        the final normalised map (NHWC). With ``intermediates_only`` the stages after the last index are
-        skipped (``stop_early`` is implied); otherwise all run."""
+        in ``indices`` (the last one through ``norm`` if ``norm``; prefix tokens left out), and unless
+        ``intermediates_only`` also ``forward_features``' output. With ``intermediates_only`` the stages after the
+        last index are skipped (``stop_early`` is implied); otherwise all run."""
         if output_fmt not in ('NCHW', 'NHWC'):
             raise ValueError(f"output_fmt must be 'NCHW' or 'NHWC', got {output_fmt!r}")
         take_indices, max_index = feature_take_indices(len(self.layers), indices)
@@ -133,7 +156,7 @@ class Classifier(Trunk):
                 intermediates.append(y.permute(0, 3, 1, 2).contiguous() if output_fmt == 'NCHW' else y)
         if intermediates_only:
             return intermediates
-        return to_nhwc(self.norm(out), tokens), intermediates
+        return self._final(out, tokens), intermediates
 
     def prune_intermediate_layers(self, indices=1, prune_norm=False, prune_head=True):
         """Drop the stages after the last of ``indices`` (and the final norm / head if asked)."""
@@ -215,15 +238,17 @@ def create_classifier(cls, variant, pretrained=False, pretrained_cfg_overlay=Non
         **kwargs)
 
 
-def register_classifiers(cls, prefix, module, preset_prefix='', cfg=None):
+def register_classifiers(cls, prefix, module, preset_prefix='', cfg=None, arch_cfgs=None):
     """timm's registration of a family's released models (those named ``{prefix}{arch}`` in
     :mod:`inline_backbones.released`): ``default_cfgs`` (:func:`pretrained_cfg` of each one's link, with the entries
-    ``cfg`` overrides) and one model function ``{prefix}{arch}(pretrained=False, **kwargs)`` each, of the preset
+    ``cfg`` overrides, then those ``arch_cfgs[arch]`` overrides for that model alone, e.g. its input size) and one
+    model function ``{prefix}{arch}(pretrained=False, **kwargs)`` each, of the preset
     ``{preset_prefix}{arch}``, its docstring the paper's figures, set in ``module`` (the registering module's
     ``globals()``) and registered with timm."""
     checkpoints = arch_checkpoints(prefix)
     module['default_cfgs'] = generate_default_cfgs({
-        f'{prefix}{arch}.in1k': pretrained_cfg(cls.family, url, **(cfg or {})) for arch, url in checkpoints.items()})
+        f'{prefix}{arch}.in1k': pretrained_cfg(cls.family, url, **(cfg or {}), **(arch_cfgs or {}).get(arch, {}))
+        for arch, url in checkpoints.items()})
     for arch in checkpoints:
         name = f'{prefix}{arch}'
         module[name] = register_model(_model_function(cls, name, preset_prefix + arch, PAPER_FIGURES[name],

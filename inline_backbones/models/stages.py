@@ -127,14 +127,16 @@ def mask_pixels(x, regions):
 @register_notrace_function
 @torch.fx.wrap
 def to_nchw(x, tokens):
-    """(B, N, C) tokens of the map ``tokens`` -> (B, C, H, W), zero outside each image's region."""
+    """(B, N, C) tokens of the map ``tokens`` -> (B, C, H, W), zero outside each image's region (prefix tokens left
+    out)."""
     H, W = tokens.hw_shape
-    x = tokens.mask_outside(x)
+    x = tokens.mask_outside(x[:, tokens.prefix_tokens:])
     return x.view(-1, H, W, x.shape[-1]).permute(0, 3, 1, 2).contiguous()
 
 
 @register_notrace_function   # a leaf of fx graphs (also where other modules call it): it reads sizes
 @torch.fx.wrap
 def to_nhwc(x, tokens):
-    """(B, N, C) tokens of the map ``tokens`` -> (B, H, W, C) (a view: the classifiers' layout, as timm's Swin)."""
-    return x.view(-1, *tokens.hw_shape, x.shape[-1])
+    """(B, N, C) tokens of the map ``tokens`` -> (B, H, W, C) (a view: the classifiers' layout, as timm's Swin; prefix
+    tokens left out)."""
+    return x[:, tokens.prefix_tokens:].view(-1, *tokens.hw_shape, x.shape[-1])

@@ -52,6 +52,12 @@ class Family:
         stem_modules: Attributes of the trunk that ``frozen_stages >= 0`` freezes (the stem's modules).
         output_norms: Stage outputs go through a LayerNorm (``norm{i}`` of the backbone; the classifier's
             ``norm`` is the last one), as in Swin; False: the stages' tokens as they are, as in PVT.
+        norm_eps: The epsilon of those output norms (LayerNorm's 1e-5; DeiT's 1e-6).
+        prefix_tokens: Tokens that are no cell of the map and come before its tokens in every stage (DeiT's
+            class token: 1), made by the stem and carried by the token map (``TokenMap.prefix_tokens``); the
+            stage maps (:func:`~.stages.to_nhwc`) leave them out. 0: the tokens are the map's.
+        global_pool: The classifier's default pooling: ``'avg'`` (the mean over the map) or ``'token'`` (the first
+            prefix token, DeiT's class token).
         position_params: Suffixes of parameter names drawn from a truncated normal (std 0.02) at init and
             excluded from weight decay (position tables and embeddings).
         pretrained_cfg: The family's entries of timm's pretrained cfgs (mean/std, crop, ...); its ``first_conv``
@@ -70,6 +76,9 @@ class Family:
     per_stage: tuple = ('depths', 'num_heads')
     stem_modules: tuple = ()
     output_norms: bool = False
+    norm_eps: float = 1e-5
+    prefix_tokens: int = 0
+    global_pool: str = 'avg'
     position_params: tuple = ()
     pretrained_cfg: dict = field(default_factory=dict)
 

@@ -1,8 +1,10 @@
-"""Params and FLOPs of the InLine-Swin, InLine-PVT and InLine-CSwin ImageNet classifiers (timm models) at 224x224,
-against the paper.
+"""Params and FLOPs of the InLine-Swin, InLine-PVT, InLine-CSwin and InLine-DeiT ImageNet classifiers (timm models)
+at their released input sizes (224x224; InLine-DeiT-S 288, -B 448), against the paper.
 
-    python tools/analysis_tools/classifier_flops.py [--models inline_swin_tiny ... inline_pvt_large]
+    python tools/analysis_tools/classifier_flops.py [--models inline_swin_tiny ... inline_deit_base]
         [--size 224] [--reference swin_tiny_patch4_window7_224 ...]
+
+``--size`` counts every model at that size instead (the paper's figures are at the released sizes).
 
 FLOPs are multiply-adds of one image counted by mmengine's ``FlopAnalyzer`` through
 ``inline_backbones.analysis.flop_analyzer`` (linear layers, convolutions, attention matmuls and InLine's
@@ -15,19 +17,22 @@ import argparse
 import timm
 import torch
 
-import inline_backbones  # noqa: F401 - registers the inline_swin_*, inline_pvt_* and inline_cswin_* models with timm
+import inline_backbones  # noqa: F401 - registers the inline_{swin,pvt,cswin,deit}_* models with timm
 from inline_backbones.analysis import flop_analyzer
 
-# InLine paper / LeapLabTHU/InLine README: params, FLOPs at 224 (and ImageNet-1k top-1).
+# InLine paper / LeapLabTHU/InLine README: params, FLOPs at the released input size (224; DeiT-S 288, DeiT-B 448).
 PAPER = {'inline_swin_tiny': (30e6, 4.5e9), 'inline_swin_small': (50e6, 8.7e9), 'inline_swin_base': (88e6, 15.4e9),
          'inline_pvt_tiny': (12.0e6, 2.0e9), 'inline_pvt_small': (21.6e6, 3.9e9), 'inline_pvt_medium': (37.6e6, 6.9e9),
          'inline_pvt_large': (50.2e6, 10.2e9), 'inline_cswin_tiny': (25e6, 4.3e9), 'inline_cswin_small': (43e6, 6.8e9),
-         'inline_cswin_base': (96e6, 14.9e9)}
+         'inline_cswin_base': (96e6, 14.9e9), 'inline_deit_tiny': (6.5e6, 1.1e9), 'inline_deit_small': (16.7e6, 5.0e9),
+         'inline_deit_base': (23.8e6, 17.2e9)}
 
 
-def count(name, size=224):
-    """(params, FLOPs, FLOPs by operator) of timm model ``name`` on one ``size`` x ``size`` image."""
+def count(name, size=None):
+    """(params, FLOPs, FLOPs by operator) of timm model ``name`` on one ``size`` x ``size`` image (None: the input
+    size of its pretrained cfg, the released one)."""
     model = timm.create_model(name).eval()
+    size = size or model.pretrained_cfg['input_size'][-1]
     params = sum(p.numel() for p in model.parameters())
     with torch.no_grad():
         analyzer = flop_analyzer(model, (torch.randn(1, 3, size, size),))
@@ -44,10 +49,12 @@ def _vs_paper(ours, paper, unit, suffix):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--models', nargs='+', default=list(PAPER))
-    parser.add_argument('--size', type=int, default=224)
+    parser.add_argument('--size', type=int, default=None, help='one input size for every model (default: each '
+                        "model's released size)")
     parser.add_argument('--reference', nargs='*', default=[], help='other timm models counted the same way')
     args = parser.parse_args()
-    print(f'| model | params | paper | diff | FLOPs at {args.size} | paper | diff |\n|---|---|---|---|---|---|---|')
+    at = args.size or 'the released size'
+    print(f'| model | params | paper | diff | FLOPs at {at} | paper | diff |\n|---|---|---|---|---|---|---|')
     for name in args.models + args.reference:
         params, flops, by_op = count(name, args.size)
         paper_params, paper_flops = PAPER.get(name, (None, None))

@@ -12,6 +12,7 @@ the block's input before its norm (:class:`~..blocks.TransformerBlock`).
 
 from ..tokens.graph_mode import graph_leaf
 from .cswin_attention import CSwinInLineAttention, CSwinStripeAttention
+from .deit_attention import PrefixInLineAttention
 from .flatten_attention import FocusedLinearAttention
 from .inline_attention import InLineAttention
 from .linear_attention import LinearAttention
@@ -26,6 +27,7 @@ MIXERS = {
     'spatial_reduction': SpatialReductionAttention,  # PVT v1's spatial-reduction softmax (letter S of InLine-PVT)
     'inline_cswin': CSwinInLineAttention,            # InLine-CSwin's global InLine with LePE (letter I of InLine-CSwin)
     'cswin_stripes': CSwinStripeAttention,           # CSWin's LePE cross-shaped stripes (letter S of InLine-CSwin)
+    'inline_deit': PrefixInLineAttention,            # InLine over a class token and the map (letter I of InLine-DeiT)
     'flatten': FocusedLinearAttention,               # FLatten's focused linear attention (letter F of InLine-Swin)
 }
 

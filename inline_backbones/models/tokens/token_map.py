@@ -1,7 +1,8 @@
 """The token map a stage's blocks share: what every token mixer needs besides its tokens.
 
 Every token mixer implements one contract, ``mixer(x, tokens) -> y``, with ``x`` the (B, N, C) tokens
-in row-major order of the map and ``tokens`` a :class:`TokenMap`: the map's ``(H, W)``, each image's
+in row-major order of the map (after ``tokens.prefix_tokens`` prefix tokens, such as a class token, where a family
+has them) and ``tokens`` a :class:`TokenMap`: the map's ``(H, W)``, each image's
 own region in padding-aware mode (or none), and, built on first use from :mod:`.masks` and cached,
 the token mask, Swin's seam masks and the window partitions. A stage builds one map per forward and
 hands it to all its blocks, so masks and partitions are built once per stage; a block recomputed under
@@ -17,14 +18,18 @@ class TokenMap:
     """An ``H x W`` token map of a batch of ``batch_size`` images on ``device``.
 
     ``regions`` (padding-aware mode): a (B, 2) long tensor on the host, each image's own rows x cols of
-    the map (its top-left corner); None: every token of every image counts.
+    the map (its top-left corner); None: every token of every image counts. ``prefix_tokens``: how many tokens
+    that are no cell of the map (a class token) come before the map's tokens (0: none; only mixers that say they
+    take them read them, and the map's helpers, :func:`~..stages.to_nhwc` and :func:`~..stages.to_nchw`, leave
+    them out).
     """
 
-    def __init__(self, hw_shape, batch_size, device, regions=None):
+    def __init__(self, hw_shape, batch_size, device, regions=None, prefix_tokens=0):
         self.hw_shape = tuple(hw_shape)
         self.batch_size = batch_size
         self.device = device
         self.regions = regions
+        self.prefix_tokens = prefix_tokens
         self._cache = {}
 
     @classmethod
@@ -105,4 +110,5 @@ class TokenMap:
         return TokenMap(hw_shape, self.batch_size, self.device, regions)
 
     def __repr__(self):
-        return f'TokenMap(hw_shape={self.hw_shape}, batch_size={self.batch_size}, aware={self.aware})'
+        prefix = f', prefix_tokens={self.prefix_tokens}' if self.prefix_tokens else ''
+        return f'TokenMap(hw_shape={self.hw_shape}, batch_size={self.batch_size}, aware={self.aware}{prefix})'
