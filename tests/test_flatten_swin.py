@@ -260,3 +260,18 @@ def test_fx_graph_of_a_flatten_classifier_gives_its_logits():
         x = torch.randn(1, 3, 90, 110)
         with torch.no_grad():
             assert torch.equal(graph(x)['logits'], model(x))
+
+
+def test_global_flatten_exports_with_dynamic_sizes():
+    """torch.export of global FLatten blocks: one graph (the encoding resized in it) gives eager's maps elsewhere."""
+    torch.manual_seed(0)
+    model = randomized(InLineSwinTransformer(arch=dict(embed_dims=16, depths=[1, 1, 1, 1], num_heads=[1, 2, 4, 8]),
+                                             attn_type='FFFF', flatten_global=True, flatten_window_size=8,
+                                             drop_path_rate=0.))
+    H, W = torch.export.Dim('H', min=4, max=64), torch.export.Dim('W', min=4, max=64)
+    exported = torch.export.export(model, (torch.randn(1, 3, 256, 224),), dynamic_shapes=({2: 32 * H, 3: 32 * W},))
+    for size in ((256, 256), (160, 320)):
+        x = torch.randn(1, 3, *size)
+        with torch.no_grad():
+            for a, b in zip(exported.module()(x), model(x), strict=True):
+                torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)

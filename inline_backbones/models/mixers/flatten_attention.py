@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..tokens.graph_mode import regions_in_graph
+from ..tokens.graph_mode import may_branch_on_size, regions_in_graph
 from ..tokens.masks import from_windows, to_windows
 
 EPS = 1e-6              # added after the ReLU and to the normaliser, as released
@@ -49,9 +49,10 @@ PE_RESIZE = 'bicubic'   # global mode: the positional encoding's interpolation t
 
 def resize_positional_encoding(table, side, hw_shape):
     """The (1, side*side, C) positional encoding resized to an H x W map: (1, H*W, C), row-major; bicubic,
-    ``align_corners=False``; the table itself at ``side x side``."""
+    ``align_corners=False``; the table itself at ``side x side`` (captured graphs, which serve every size, resize
+    always: at the table's own size the bicubic weights are 0, 1, 0, 0)."""
     H, W = hw_shape
-    if (H, W) == (side, side):
+    if may_branch_on_size() and (H, W) == (side, side):
         return table
     grid = table.reshape(1, side, side, -1).permute(0, 3, 1, 2)
     grid = F.interpolate(grid, size=(H, W), mode=PE_RESIZE, align_corners=False)
