@@ -207,7 +207,7 @@ def test_every_coco_and_ade20k_config_is_pinned_here():
 
 
 def test_released_links_have_the_share_shape_and_the_authors_ids():
-    assert len(set(RELEASED_CHECKPOINTS.values())) == len(RELEASED_CHECKPOINTS) == 10
+    assert len(set(RELEASED_CHECKPOINTS.values())) == len(RELEASED_CHECKPOINTS) == 16   # InLine 13, FLatten-Swin 3
     for url in RELEASED_CHECKPOINTS.values():
         assert re.fullmatch(r'https://cloud\.tsinghua\.edu\.cn/f/[0-9a-f]{20}/\?dl=1', url), url
     assert SWIN_ARCH_CHECKPOINTS['tiny'] == 'https://cloud.tsinghua.edu.cn/f/32810869fcc34410966b/?dl=1'
