@@ -66,6 +66,11 @@ def macs_besides_attention(H, W):
     ('inline-pvt-m-pa', lambda m: type(m) is InLinePVT and m.padding_aware and len(m.layers[2].blocks) == 18),
     ('swin-t-global', lambda m: type(m) is InLineSwinTransformer
      and all(type(b.attn) is names.GlobalSoftmaxAttention for s in m.layers for b in s.blocks)),
+    ('flatten-swin-t', lambda m: type(m) is InLineSwinTransformer and m.attn_type == 'FFSS' and not m.padding_aware
+     and [b.attn.window_size for b in m.layers[1].blocks] == [28, 28]
+     and not m.layers[0].blocks[1].attn.global_attention and m.layers[0].blocks[1].attn.shift),
+    ('flatten-swin-b-pa-global', lambda m: type(m) is InLineSwinTransformer and m.padding_aware
+     and m.stage_dims[0] == 128 and all(b.attn.global_attention for s in m.layers[:2] for b in s.blocks)),
     ('inline-cswin-b-pa', lambda m: type(m) is InLineCSwinTransformer and m.padding_aware and m.stage_dims[0] == 96
      and m.attn_type == 'IISS'),
     ('cswin-t-stripes', lambda m: type(m) is InLineCSwinTransformer and m.attn_type == 'SSSS'
@@ -88,6 +93,7 @@ def test_each_name_builds_its_librarys_model(name, check):
 
 
 def test_padding_aware_twins_keep_the_path_and_the_window():
+    assert str(names.padding_aware_twin(names.parse('flatten-swin-t-global'))) == 'flatten-swin-t-pa-global'
     twin = names.padding_aware_twin(names.parse('inline-swin-t-w56@torch'))
     assert str(twin) == 'inline-swin-t-pa-w56@torch'
     assert names.padding_aware_twin(twin) is None and names.padding_aware_twin(names.parse('mmdet:swin-t')) is None
@@ -107,7 +113,8 @@ def test_a_bare_name_of_another_librarys_model_is_refused_with_the_choices(bare,
     assert f"model '{bare}' is another library's" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize('unknown', ['swin-x', 'mmdet:swin-t-w14', 'timm:pvt-t', 'inline-swin-t-w', 'inline-pvt-b'])
+@pytest.mark.parametrize('unknown', ['swin-x', 'mmdet:swin-t-w14', 'timm:pvt-t', 'inline-swin-t-w', 'inline-pvt-b',
+                                     'flatten-swin-t-global-pa', 'flatten-pvt-t', 'flatten-swin-t-w7'])
 def test_an_unknown_name_is_refused_with_the_grammar(unknown, capsys):
     with pytest.raises(ValueError) as err:
         names.parse(unknown)
@@ -329,6 +336,22 @@ def test_cswin_rows_against_cswin(tmp_path):
     assert [r['model'] for r in rows] == ['cswin-t-stripes', 'inline-cswin-t']
     assert all(r['reference'] == 'cswin-t-stripes' for r in rows)
     assert rows[1]['params_m'] == sum(p.numel() for p in InLineCSwinTransformer('tiny').parameters()) / 1e6
+
+
+def test_flatten_rows_against_swin(tmp_path):
+    """FLatten-Swin-T, windowed and global, in the Swin family: ratios to mmdet's Swin-T in the same rounds, FLOPs
+    and params of the preset's own model."""
+    rows = cli.main(['--device', 'cpu', '--sizes', '64', '--rounds', '1', *QUICK, '--models', 'flatten-swin-t',
+                     'flatten-swin-t-global', 'inline-swin-t', 'mmdet:swin-t', '--out-dir', str(tmp_path)])
+    by_model = {r['model']: r for r in rows}
+    assert list(by_model) == ['flatten-swin-t', 'flatten-swin-t-global', 'inline-swin-t', 'mmdet:swin-t']
+    assert all(r['reference'] == 'mmdet:swin-t' for r in rows) and by_model['mmdet:swin-t']['ratio_to_reference'] == 1
+    flatten = InLineSwinTransformer('flatten-tiny', drop_path_rate=0.).eval()
+    assert by_model['flatten-swin-t']['params_m'] == sum(p.numel() for p in flatten.parameters()) / 1e6
+    assert by_model['flatten-swin-t-global']['params_m'] == by_model['flatten-swin-t']['params_m']
+    with torch.no_grad():
+        macs = flop_analyzer(flatten, (torch.randn(1, 3, 64, 64),)).total()
+    assert by_model['flatten-swin-t']['gflops'] == macs / 1e9
 
 
 def test_interleaved_rows_and_ratios(tmp_path):

@@ -21,6 +21,10 @@ GRAMMAR = """model names (--models, --reference):
         softmax windows of max(7, w // 8) (the authors' rule); @path: InLine attention's implementation forced
     inline-pvt-{t,s,m,l}[-pa][@torch|@reference|@triton]
         InLine-PVT (InLine attention over all tokens in every stage)
+    flatten-swin-{t,s,b}[-pa][-global]
+        FLatten-Swin (the authors' presets flatten-*: focused linear attention in stages 1-2, windows of 56 and 28
+        tokens as released, Swin's softmax windows of 7 in 3-4); -global: the FLatten blocks over the whole map,
+        their positional encoding resized to it
     inline-cswin-{t,s,b}[-pa]
         InLine-CSwin (global InLine attention with LePE in stages 1-2, CSWin's cross-shaped stripes in 3-4)
     cswin-t-stripes
@@ -47,6 +51,7 @@ PATTERNS = (
     (OURS, r'inline-(?P<family>swin)-(?P<arch>[tsb])(?P<pa>-pa)?(?:-w(?P<window>\d+))?(?:@(?P<path>[\w-]+))?'),
     (OURS, r'inline-(?P<family>pvt)-(?P<arch>[tsml])(?P<pa>-pa)?(?:@(?P<path>[\w-]+))?'),
     (OURS, r'inline-(?P<family>cswin)-(?P<arch>[tsb])(?P<pa>-pa)?'),
+    (OURS, r'(?P<flatten>flatten)-(?P<family>swin)-(?P<arch>[tsb])(?P<pa>-pa)?(?P<flatten_global>-global)?'),
     (OURS, r'(?P<family>swin)-(?P<arch>t)-(?P<variant>global)'),
     (OURS, r'(?P<family>cswin)-(?P<arch>t)-(?P<variant>stripes)'),
     ('mmdet', r'(?P<family>swin)-(?P<arch>[tsb])'),
@@ -83,6 +88,7 @@ class Name:
     padding_aware: bool = False
     window: int | None = None
     path: str | None = None
+    flatten: str | None = None      # FLatten-Swin: 'windows' (as released) or 'global'
 
     def __str__(self):
         if self.library != OURS:
@@ -90,6 +96,9 @@ class Name:
             return f'{self.library}:{body}'
         if self.variant:
             return f'{self.family}-{self.arch}-{self.variant}'
+        if self.flatten:
+            return (f'flatten-{self.family}-{self.arch}' + ('-pa' if self.padding_aware else '')
+                    + ('-global' if self.flatten == 'global' else ''))
         return (f'inline-{self.family}-{self.arch}' + ('-pa' if self.padding_aware else '')
                 + (f'-w{self.window}' if self.window else '') + (f'@{self.path}' if self.path else ''))
 
@@ -104,6 +113,8 @@ def _match(library, body):
         if lib == library and match:
             groups = {k: v for k, v in match.groupdict().items() if v is not None}
             window = int(groups.pop('window')) if 'window' in groups else None
+            if groups.pop('flatten', None):
+                groups['flatten'] = 'global' if groups.pop('flatten_global', None) else 'windows'
             return Name(library, window=window, padding_aware=bool(groups.pop('pa', None)), **groups)
     return None
 
@@ -164,6 +175,9 @@ def _ours(name):
         return model
     if name.family == 'pvt':
         return InLinePVT(PVT_ARCH[name.arch], drop_path_rate=0., padding_aware=name.padding_aware)
+    if name.flatten:
+        return InLineSwinTransformer(f'flatten-{SWIN_ARCH[name.arch]}', drop_path_rate=0.,
+                                     padding_aware=name.padding_aware, flatten_global=name.flatten == 'global')
     return InLineSwinTransformer(SWIN_ARCH[name.arch], drop_path_rate=0., padding_aware=name.padding_aware,
                                  inline_window_size=name.window, window_size=max(7, (name.window or 0) // 8))
 
