@@ -1,21 +1,9 @@
-# UperNet with InLine-CSwin-S: CSWin's ADE20K recipe (microsoft/CSWin-Transformer segmentation/configs/cswin/
-# upernet_cswin_small.py: 160k iterations, 512x512 crops, AdamW lr 6e-5 wd 0.01, 1500-iteration warm-up then poly,
-# 8 GPUs x 2 images, drop path 0.4), which is the InLine-Swin-T config's (mmseg's Swin recipe) but for the drop
-# path; the backbone written whole.
-_base_ = './inline-swin-tiny-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py'
+# UperNet with InLine-CSwin-S: the InLine-CSwin-T config (CSWin's ADE20K recipe) with the small backbone and
+# CSWin-S's drop path (0.4, microsoft/CSWin-Transformer segmentation/configs/cswin/upernet_cswin_small.py).
+_base_ = './inline-cswin-tiny-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py'
 
 # The authors' released ImageNet-1k InLine-CSwin-S checkpoint (inline_backbones/released.py)
 pretrained = 'https://cloud.tsinghua.edu.cn/f/59f4e65f776f4052b93c/?dl=1'
 
 model = dict(
-    backbone=dict(
-        _delete_=True,
-        type='inline_backbones.InLineCSwinTransformer',
-        padding_aware=True,  # features independent of the batch's padding
-        arch='small',
-        drop_path_rate=0.4,
-        out_indices=(0, 1, 2, 3),
-        with_cp=False,
-        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
-    decode_head=dict(in_channels=[64, 128, 256, 512]),
-    auxiliary_head=dict(in_channels=256))
+    backbone=dict(arch='small', drop_path_rate=0.4, init_cfg=dict(type='Pretrained', checkpoint=pretrained)))
