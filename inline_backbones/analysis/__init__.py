@@ -4,7 +4,11 @@
 * attention analysis (``tools/analysis_tools/analyze_attention.py``): exact rows of ``A`` for sampled queries
   (:mod:`.rows`), their statistics (:mod:`.statistics`: negative weights, locality, injectivity),
   per layer and head (:mod:`.layer`) from hooked inputs (:mod:`.capture`), run over images
-  (:mod:`.run`, :mod:`.inputs`) and written as JSON/CSV (:mod:`.report`) and pictures (:mod:`.plots`).
+  (:mod:`.run`, :mod:`.inputs`) and written as JSON/CSV (:mod:`.report`) and pictures (:mod:`.plots`);
+* the side-by-side comparison (``tools/analysis_tools/compare_attention.py``): InLine, FLatten (:mod:`.focused`),
+  plain linear and softmax rows (:mod:`.softmax_rows`) at the same positions (:mod:`.compare`), their ranks
+  (:mod:`.rank`), over images and sizes (:mod:`.compare_run`), as tables (:mod:`.compare_report`) and figures
+  (:mod:`.compare_plots`).
 """
 from .flops import baddbmm_flop_jit, flop_analyzer, sdpa_flop_jit
 from .layer import AnalysisSettings, analyze_layer

@@ -24,9 +24,34 @@ class AttentionInput(NamedTuple):
 
 def inline_layers(backbone):
     """``(stage, name, mixer)`` of every global InLine mixer of ``backbone``, in forward order."""
+    return attention_layers(backbone, InLineAttention)
+
+
+def attention_layers(backbone, mixer_type):
+    """``(stage, name, mixer)`` of every mixer of type ``mixer_type`` in ``backbone``, in forward order."""
     return [(i, f'layers.{i}.blocks.{j}.attn', block.attn)
             for i, stage in enumerate(backbone.layers) for j, block in enumerate(stage.blocks)
-            if isinstance(block.attn, InLineAttention)]
+            if isinstance(block.attn, mixer_type)]
+
+
+def capture_layer_inputs(backbone, image, layers):
+    """Run ``backbone`` once on ``image`` (1 x 3 x H x W) and return the :class:`AttentionInput` of each of
+    ``layers`` (``(stage, name, mixer)``, :func:`attention_layers`), in forward order."""
+    records = []
+
+    def hook(stage, name, module, args, output):
+        tokens, token_map = args[:2]
+        records.append(AttentionInput(name, module, tokens[0].detach(), tuple(token_map.hw_shape), stage))
+
+    handles = [m.register_forward_hook(lambda *a, _stage=i, _name=name: hook(_stage, _name, *a))
+               for i, name, m in layers]
+    try:
+        with torch.no_grad():
+            backbone(image)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return records
 
 
 def capture_inline_inputs(backbone, image):
@@ -41,18 +66,4 @@ def capture_inline_inputs(backbone, image):
     if not layers:
         raise ValueError(f'{type(backbone).__name__} has no InLine attention layer to analyse '
                          f'(attn_type {getattr(backbone, "attn_type", "?")!r})')
-    records = []
-
-    def hook(stage, name, module, args, output):
-        tokens, token_map = args
-        records.append(AttentionInput(name, module, tokens[0].detach(), tuple(token_map.hw_shape), stage))
-
-    handles = [m.register_forward_hook(lambda *a, _stage=i, _name=name: hook(_stage, _name, *a))
-               for i, name, m in layers]
-    try:
-        with torch.no_grad():
-            backbone(image)
-    finally:
-        for handle in handles:
-            handle.remove()
-    return records
+    return capture_layer_inputs(backbone, image, layers)

@@ -43,6 +43,10 @@ class AffineRows(NamedTuple):
         """``A v`` for all queries (N x d_v), linear in N."""
         return self.coeffs @ (self.keys.T @ v) + self.offset * v.sum(0)
 
+    def difference(self, a, b):
+        """``A[a] - A[b]`` for index tensors ``a``, ``b`` (P x N): ``K (u_a - u_b)``, one product per pair."""
+        return (self.coeffs[a] - self.coeffs[b]) @ self.keys.T
+
 
 def inline_rows(q, k, kernel_func='identity'):
     """InLine attention rows of one head from its raw (pre-kernel) queries and keys (N x d)."""

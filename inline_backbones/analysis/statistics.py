@@ -10,7 +10,9 @@ With ``A_i`` the row of query i (length N, summing to one) and ``v_j`` the head'
   at the map border) against the uniform share ``|R(i)| / N`` (9/N, 49/N inside the map);
 * injectivity: for pairs of queries (a, b), the cosine of the raw queries and the total variation
   ``TV = 1/2 sum_j |A_aj - A_bj|`` of their rows; "confused" pairs have distinct queries
-  (cosine < 0.99) but nearly identical rows (TV < 1e-3).
+  (cosine < 0.99) but nearly identical rows (TV < 1e-3);
+* collapse toward uniform: each row's total variation from the uniform row, ``TV_u(i) = 1/2 sum_j |A_ij - 1/N|``
+  (0: uniform; 1 - 1/N: all mass on one token), its mean and median over the sampled rows.
 
 Every mean over queries is over the sampled queries (never the full N x N); minima are sample minima.
 """
@@ -87,9 +89,24 @@ class Locality:
         return stats
 
 
+class Uniformity:
+    """Mean and median over the sampled rows of ``TV_u(i) = 1/2 sum_j |A_ij - 1/N|``, the distance to uniform."""
+
+    def __init__(self):
+        self.values = []
+
+    def update(self, positions, a):
+        self.values.append(0.5 * (a - 1.0 / a.shape[1]).abs().sum(1))
+
+    def result(self):
+        tv = torch.cat(self.values).double()
+        return dict(tv_uniform_mean=tv.mean().item(), tv_uniform_median=tv.median().item())
+
+
 def row_statistics(rows, index, chunk, *statistics):
-    """Feed the rows ``index`` of ``rows`` (:class:`~.rows.AffineRows`), ``chunk`` at a time, to each
-    statistic (:class:`NegativeWeights`, :class:`Locality`); return their results."""
+    """Feed the rows ``index`` of ``rows`` (:class:`~.rows.AffineRows`, :class:`~.softmax_rows.SoftmaxRows`),
+    ``chunk`` at a time, to each statistic (:class:`NegativeWeights`, :class:`Locality`, :class:`Uniformity`);
+    return their results."""
     for positions, a in rows.chunks(index, chunk):
         for statistic in statistics:
             statistic.update(positions, a)
@@ -113,8 +130,8 @@ def query_pairs(q, index, num_random, generator):
 def pair_distances(rows, q, pairs, chunk=64):
     """(cosine of the raw queries, total variation of the rows) for each pair (P x 2 token indices)."""
     cosine = torch.nn.functional.cosine_similarity(q[pairs[:, 0]], q[pairs[:, 1]], dim=1)
-    tv = torch.cat([0.5 * torch.linalg.vector_norm((rows.coeffs[p[:, 0]] - rows.coeffs[p[:, 1]]) @ rows.keys.T,
-                                                   ord=1, dim=1) for p in pairs.split(chunk)])
+    tv = torch.cat([0.5 * torch.linalg.vector_norm(rows.difference(p[:, 0], p[:, 1]), ord=1, dim=1)
+                    for p in pairs.split(chunk)])
     return cosine, tv
 
 
