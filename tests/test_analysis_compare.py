@@ -246,3 +246,20 @@ def test_compare_tool_writes_tables_figures_and_json(tmp_path):
     for name in ('negative', 'injectivity', 'locality', 'rank'):
         assert (tmp_path / 'out' / f'compare_{name}.png').stat().st_size > 5_000
     assert (tmp_path / 'out' / 'compare_stats.csv').read_text().count('\n') > 10
+
+
+def test_collinear_queries_confuse_flatten_as_they_confuse_linear_attention():
+    """FLatten divides by the row sum like linear attention, and its focusing function is homogeneous of degree one on
+    the positive part: queries q and 3q (and any two with the same positive part) get the same row up to its 1e-6
+    offsets; InLine's rows of the same raw queries differ."""
+    attn, x = flatten_layer(heads=1, d=8)
+    tokens = x[0].clone()
+    w_q, b_q = attn.qkv.weight[:8], attn.qkv.bias[:8]
+    target = torch.linalg.lstsq(w_q, (3 * (tokens[0] @ w_q.T + b_q) - b_q)[:, None]).solution[:, 0]
+    tokens[1] = target                                                         # q_1 = 3 q_0
+    q, focused_q, focused_k, _ = flatten_head_qkv(attn, tokens, HW)
+    torch.testing.assert_close(q[0, 1], 3 * q[0, 0])
+    pairs = torch.tensor([[0, 1]])
+    _, tv = st.pair_distances(flatten_rows(focused_q[0], focused_k[0]), q[0], pairs)
+    _, tv_inline = st.pair_distances(inline_rows(q[0], focused_k[0]), q[0], pairs)
+    assert tv.item() < 1e-4 and tv_inline.item() > 1e-2

@@ -3,7 +3,8 @@ backbone positions: negative weights and the output share they carry, injectivit
 locality and the local terms, and the numerical rank of the attention matrix (alone and with the local term).
 
     python tools/analysis_tools/compare_attention.py IMAGE|FOLDER [...] [--arch tiny|small|base]
-        [--inline-checkpoint CKPT] [--flatten-checkpoint CKPT] [--sizes 224 448 ...] [--num-queries 256]
+        [--inline-checkpoint CKPT] [--flatten-checkpoint CKPT] [--kernel-func identity|relu|exp]
+        [--sizes 224 448 ...] [--num-queries 256]
         [--num-pairs 256] [--seed 0] [--rank-max-tokens 1024] [--rank-channels 4] [--out-dir DIR]
 
 InLine, linear and softmax rows come from InLine-Swin's layers (its released checkpoint, or random weights), the
@@ -35,6 +36,8 @@ def main():
     parser.add_argument('--models', nargs='+', choices=['inline', 'flatten'], default=['inline', 'flatten'])
     parser.add_argument('--inline-checkpoint', help='released InLine-Swin checkpoint (default: random weights)')
     parser.add_argument('--flatten-checkpoint', help='released FLatten-Swin checkpoint (default: random weights)')
+    parser.add_argument('--kernel-func', choices=['identity', 'relu', 'leakyrelu', 'exp'],
+                        help="InLine's kernel on q, k (default: identity, the released models'); the same weights")
     parser.add_argument('--sizes', nargs='+', type=parse_size, default=[(224, 224)], metavar='HxW',
                         help='input sizes, HxW or one side (default: 224)')
     defaults = CompareSettings()
@@ -66,11 +69,12 @@ def main():
                   'numbers describe an untrained layer', file=sys.stderr)
         torch.manual_seed(args.seed)
         arch = args.arch if model == 'inline' else f'flatten-{args.arch}'
-        overrides = dict(flatten_global=True) if model == 'flatten' else {}
+        overrides = dict(flatten_global=True) if model == 'flatten' else dict(kernel_func=args.kernel_func)
         backbones[model], norms[model] = build_backbone(arch=arch, checkpoint=checkpoints[model], **overrides)
     settings = CompareSettings(args.num_queries, args.num_pairs, args.seed, args.chunk, args.rank_max_tokens,
                                args.rank_channels)
-    meta = dict(arch=args.arch, models=' + '.join(f'{m}: {checkpoints[m] or "random weights"}' for m in args.models),
+    meta = dict(arch=args.arch, kernel_func=args.kernel_func or 'identity',
+                models=' + '.join(f'{m}: {checkpoints[m] or "random weights"}' for m in args.models),
                 sizes=[list(s) for s in args.sizes], threads=torch.get_num_threads(), torch=torch.__version__)
     start = time.perf_counter()
     data = compare_attention(backbones, args.images, args.sizes, settings, args.out_dir, norms, meta)
