@@ -18,6 +18,15 @@ mmseg = pytest.importorskip('mmseg')
 from mmengine.config import Config  # noqa: E402
 
 CONFIGS = upstream_recipe_files()
+# One recipe of each case the tool tells apart, in the fast tests (the mutation run's); every other recipe is marked
+# slow: each preset of both families, mmdet and mmseg, window 12, no preset (Swin-L, five stages), another
+# preprocessor, a whole-model load_from, a fixed-size batch pad.
+FAST = ('swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py', 'swin/swin-base-patch4-window12-in22k-384x384-pre_upernet',
+        'pvt/retinanet_pvt-m_fpn_1x_coco.py', 'dino/dino-5scale_swin-l_8xb2-12e_coco.py',
+        'rtmdet/rtmdet_l_swin_b_p6_4xb16-100e_coco.py', 'mask2former_vis/', 'glip_atss_swin-t_a_fpn_dyhead_16xb2',
+        'mask2former/mask2former_swin-s-p4-w7-224_8xb2-lsj-50e_coco.py', 'knet/knet-s3_swin-t')
+RECIPES = [path if any(key in recipe_id(path) for key in FAST) else pytest.param(path, marks=pytest.mark.slow)
+           for path in CONFIGS]
 REGION = {'DetDataPreprocessor': 'inline_backbones.RegionDetDataPreprocessor',
           'SegDataPreProcessor': 'inline_backbones.RegionSegDataPreProcessor'}
 tool = load_tool('tools/misc/inline_recipe.py')
@@ -42,9 +51,11 @@ def _size(backbone):
 
 def test_recipes_found():
     assert len(CONFIGS) >= 100
+    fast = [r for r in RECIPES if isinstance(r, str)]
+    assert len(fast) == len(FAST) and all(sum(key in recipe_id(p) for p in fast) == 1 for key in FAST)
 
 
-@pytest.mark.parametrize('path', CONFIGS, ids=recipe_id)
+@pytest.mark.parametrize('path', RECIPES, ids=recipe_id)
 def test_child_config_of_every_recipe(path, tmp_path):
     """The child differs from the recipe in the backbone, the preprocessor's type (+ mmseg's test padding), the
     optimizer's ``attn.residual`` key, ``custom_imports`` and a cleared ``load_from`` only; its backbone is the
