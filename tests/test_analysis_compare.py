@@ -263,3 +263,14 @@ def test_collinear_queries_confuse_flatten_as_they_confuse_linear_attention():
     _, tv = st.pair_distances(flatten_rows(focused_q[0], focused_k[0]), q[0], pairs)
     _, tv_inline = st.pair_distances(inline_rows(q[0], focused_k[0]), q[0], pairs)
     assert tv.item() < 1e-4 and tv_inline.item() > 1e-2
+
+
+def test_fan_in_weights_are_seeded_and_scaled():
+    from inline_backbones.analysis.inputs import fan_in_weights
+    layer = torch.nn.Linear(400, 300)
+    bias = layer.bias.clone()
+    fan_in_weights(layer, seed=2, jitter=0.0)
+    assert layer.weight.std().item() == pytest.approx(400 ** -0.5, rel=0.02) and torch.equal(layer.bias, bias)
+    again = fan_in_weights(torch.nn.Linear(400, 300), seed=2, jitter=0.0)
+    assert torch.equal(layer.weight, again.weight)
+    assert fan_in_weights(torch.nn.Linear(4, 3), seed=0).bias.abs().min() > 0            # the jitter

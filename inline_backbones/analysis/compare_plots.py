@@ -22,7 +22,7 @@ def _panel(ax, summary, labels, names, key, title, kinds=KINDS, log=False):
     for kind in kinds:
         values = _series(summary, labels, kind, key)
         if not np.all(np.isnan(values)):
-            ax.plot(x, values, marker='o', label=kind)
+            ax.plot(x, values, marker='o', color=f'C{KINDS.index(kind)}', label=kind)
     if log:
         ax.set_yscale('log')
     ax.set_title(title, fontsize=9)
@@ -42,14 +42,15 @@ def _figure(path, panels, summary, title):
 
 
 def plot_uniformity(ax, summary):
-    """Mean TV of the rows to uniform against N, per attention and stage (log N)."""
-    for kind in KINDS:
+    """Mean TV of the rows to uniform against N, per attention (colour) and stage (line style, marker; log N)."""
+    styles = ['-o', '--s', ':^', '-.v']
+    for colour, kind in enumerate(KINDS):
         for stage in sorted({r['stage'] for r in summary if r['kind'] == kind}):
             rows = sorted((r for r in summary if r['kind'] == kind and r['stage'] == stage and r['block'] == 0),
                           key=lambda r: r['num_tokens'])
             if rows:
                 ax.plot([r['num_tokens'] for r in rows], [r.get('uniformity.tv_uniform_mean') for r in rows],
-                        marker='o', label=f'{kind} s{stage}')
+                        styles[stage % len(styles)], color=f'C{colour}', label=f'{kind} s{stage}')
     ax.set_xscale('log')
     ax.set_xlabel('tokens N', fontsize=8)
     ax.set_title('mean TV of rows to uniform (block 0)', fontsize=9)
@@ -60,7 +61,8 @@ def plot_uniformity(ax, summary):
 def plot_all(out_dir, summary, settings):
     """Writes compare_negative.png, compare_injectivity.png, compare_locality.png, compare_rank.png to ``out_dir``."""
     title = (f"{settings.get('num_queries')} sampled queries per head, seed {settings.get('seed')}; "
-             f"{settings.get('models', '')}")
+             f"{settings.get('models', '')}" + (f" ({settings['random_init']} init)" if 'random_init' in settings
+                                                else ''))
     _figure(f'{out_dir}/compare_negative.png', [
         ('negative.negative_share', 'share of A<0', {}),
         ('negative.negative_output_share', 'output share carried by A<0', {})], summary, title)

@@ -37,6 +37,22 @@ def build_backbone(config=None, arch=None, checkpoint=None, prefix=None, **overr
     return backbone.eval(), norm
 
 
+def fan_in_weights(module, seed, jitter=0.05):
+    """Redraw every parameter of ``module`` in place (seeded): each weight of 2 or more dimensions from
+    ``N(0, 1 / fan_in)`` (``fan_in``: the product of its dimensions after the first), then every parameter plus
+    ``N(0, jitter^2)``, so that no bias, norm or table is zero and q.k spreads over O(1) (the released-format
+    fixtures' weights, ``tests/fixtures/README.md``); the trunk's own init (truncated normal, std 0.02) leaves
+    every attention score near zero, where all attentions are nearly uniform. Returns ``module``."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for param in module.parameters():
+            if param.dim() >= 2:
+                fan_in = param[0].numel()
+                param.copy_(torch.randn(param.shape, generator=generator) / fan_in ** 0.5)
+            param.add_(jitter * torch.randn(param.shape, generator=generator))
+    return module
+
+
 def config_resize(config):
     """``(scale, keep_ratio)`` of the config's test pipeline ``Resize``, or None when it does not resize."""
     from mmengine.config import Config

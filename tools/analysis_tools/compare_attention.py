@@ -3,7 +3,7 @@ backbone positions: negative weights and the output share they carry, injectivit
 locality and the local terms, and the numerical rank of the attention matrix (alone and with the local term).
 
     python tools/analysis_tools/compare_attention.py IMAGE|FOLDER [...] [--arch tiny|small|base]
-        [--inline-checkpoint CKPT] [--flatten-checkpoint CKPT] [--kernel-func identity|relu|exp]
+        [--inline-checkpoint CKPT] [--flatten-checkpoint CKPT] [--random-init trunk|fan-in] [--kernel-func K]
         [--sizes 224 448 ...] [--num-queries 256]
         [--num-pairs 256] [--seed 0] [--rank-max-tokens 1024] [--rank-channels 4] [--out-dir DIR]
 
@@ -23,7 +23,7 @@ import torch
 
 from inline_backbones.analysis.compare import CompareSettings
 from inline_backbones.analysis.compare_run import compare_attention
-from inline_backbones.analysis.inputs import build_backbone
+from inline_backbones.analysis.inputs import build_backbone, fan_in_weights
 from inline_backbones.benchmark.options import parse_size
 from inline_backbones.tool_inputs import check_checkpoint, exit_on_input_error, image_inputs
 
@@ -38,6 +38,9 @@ def main():
     parser.add_argument('--flatten-checkpoint', help='released FLatten-Swin checkpoint (default: random weights)')
     parser.add_argument('--kernel-func', choices=['identity', 'relu', 'leakyrelu', 'exp'],
                         help="InLine's kernel on q, k (default: identity, the released models'); the same weights")
+    parser.add_argument('--random-init', choices=['trunk', 'fan-in'], default='trunk',
+                        help="random weights: the trunk's init (truncated normal, std 0.02; default) or N(0, 1/fan_in) "
+                        "plus N(0, 0.05^2) on every parameter (the fixtures' recipe: scores of order one)")
     parser.add_argument('--sizes', nargs='+', type=parse_size, default=[(224, 224)], metavar='HxW',
                         help='input sizes, HxW or one side (default: 224)')
     defaults = CompareSettings()
@@ -71,9 +74,11 @@ def main():
         arch = args.arch if model == 'inline' else f'flatten-{args.arch}'
         overrides = dict(flatten_global=True) if model == 'flatten' else dict(kernel_func=args.kernel_func)
         backbones[model], norms[model] = build_backbone(arch=arch, checkpoint=checkpoints[model], **overrides)
+        if not checkpoints[model] and args.random_init == 'fan-in':
+            fan_in_weights(backbones[model], args.seed)
     settings = CompareSettings(args.num_queries, args.num_pairs, args.seed, args.chunk, args.rank_max_tokens,
                                args.rank_channels)
-    meta = dict(arch=args.arch, kernel_func=args.kernel_func or 'identity',
+    meta = dict(arch=args.arch, kernel_func=args.kernel_func or 'identity', random_init=args.random_init,
                 models=' + '.join(f'{m}: {checkpoints[m] or "random weights"}' for m in args.models),
                 sizes=[list(s) for s in args.sizes], threads=torch.get_num_threads(), torch=torch.__version__)
     start = time.perf_counter()
