@@ -6,6 +6,8 @@ import numpy as np
 from .compare import KINDS
 from .plots import _save, plt
 
+MARKERS = 'osv^D'   # one per attention (KINDS), drawn shrinking so that equal values stay visible
+
 
 def _entries(summary):
     labels = list(dict.fromkeys((tuple(r['size']), r['stage'], r['block']) for r in summary))
@@ -22,7 +24,8 @@ def _panel(ax, summary, labels, names, key, title, kinds=KINDS, log=False):
     for kind in kinds:
         values = _series(summary, labels, kind, key)
         if not np.all(np.isnan(values)):
-            ax.plot(x, values, marker='o', color=f'C{KINDS.index(kind)}', label=kind)
+            index = KINDS.index(kind)
+            ax.plot(x, values, marker=MARKERS[index], markersize=7 - index, color=f'C{index}', label=kind)
     if log:
         ax.set_yscale('log')
     ax.set_title(title, fontsize=9)
@@ -78,8 +81,8 @@ def plot_all(out_dir, summary, settings):
         ('locality.ratio_3x3', '3x3 mass / uniform share', {}),
         ('locality.ratio_7x7', '7x7 mass / uniform share', {}),
         ('local_to_attention_norm', '|local| / |A v|', dict(kinds=('inline', 'flatten')))], summary, title)
-    rtol = min(settings.get('rank_rtols', (1e-6,)))
+    rtols = settings.get('rank_rtols', (1e-6, 1e-3))
     _figure(f'{out_dir}/compare_rank.png', [
-        (f'rank.rank_A@{rtol:g}', f'rank of A (rtol {rtol:g})', dict(log=True)),
-        (f'rank.rank_A_plus_local@{rtol:g}', f'rank of A + local (rtol {rtol:g})',
+        *((f'rank.rank_A@{rtol:g}', f'rank of A (rtol {rtol:g})', dict(log=True)) for rtol in rtols),
+        (f'rank.rank_A_plus_local@{min(rtols):g}', f'rank of A + local (rtol {min(rtols):g})',
          dict(kinds=('inline', 'flatten'), log=True))], summary, title)
