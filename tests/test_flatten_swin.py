@@ -9,6 +9,7 @@ import pytest
 import timm
 import torch
 import torch.nn.functional as F
+from mutmut_compat import fx_on_unwrapped_code
 from padding_cases import det_batch, randomized, region_differences
 from released_fixtures import assert_stage_tokens_equal, stage_tokens
 
@@ -247,6 +248,7 @@ def test_any_input_size_in_windows_and_global():
         assert all(torch.isfinite(o).all() for o in outs)
 
 
+@fx_on_unwrapped_code
 def test_fx_graph_of_a_flatten_classifier_gives_its_logits():
     """The focused linear attention is a leaf of timm's fx graphs, windowed and global."""
     from timm.models import create_feature_extractor, get_graph_node_names
