@@ -69,8 +69,8 @@ def test_carried_wheels_and_the_image_cover_the_stacks_needs():
 
 
 def test_backbone_check_dry_run_plans_the_gpu_tests_then_every_benchmark(tmp_path):
-    """The backbone device script (tools/device/gpu_backbone_check.sh): the carried wheels, the GPU tests, then nine
-    runs of tools/analysis_tools/benchmark.py whose options the tool accepts (each parsed by the tool's own argument
+    """The backbone device script (tools/device/gpu_backbone_check.sh): the carried wheels, the GPU tests, then ten
+    runs of tools/analysis_tools/benchmark.py (FLatten-Swin-T and InLine-CSwin-T among them) whose options the tool accepts (each parsed by the tool's own argument
     parser)."""
     from inline_backbones.benchmark.options import parse_args
 
@@ -81,6 +81,7 @@ def test_backbone_check_dry_run_plans_the_gpu_tests_then_every_benchmark(tmp_pat
     assert '--target /tmp/site' in cmds[0] and 'tests/test_gpu_paths.py' in cmds[1]
     tool = 'tools/analysis_tools/benchmark.py '
     benches = [c.split(tool, 1)[1] for c in cmds if tool in c]
-    assert len(benches) == 9 and any('--cuda-graphs' in b for b in benches) and any('--train' in b for b in benches)
+    assert len(benches) == 10 and any('--cuda-graphs' in b for b in benches) and any('--train' in b for b in benches)
+    assert any('flatten-swin-t' in b and 'inline-cswin-t' in b for b in benches)
     for b in benches:
         parse_args(b.split())
