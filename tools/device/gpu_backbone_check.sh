@@ -50,8 +50,8 @@ bench --sizes 1120 --batches 2 --dtype bf16 --train --models inline-swin-t inlin
 bench --sizes 1120 --batches 2 --dtype fp16 --train --models inline-swin-t inline-swin-t@torch timm:swin-t
 bench --sizes 1120 2240 --batches 1 --dtype bf16 --cuda-graphs --models inline-swin-t timm:swin-t
 bench --sizes 1120 --batches 8 --dtype fp32 --models inline-swin-t inline-swin-t@torch timm:swin-t
-bench --sizes 1120 2240 --batches 1 8 --dtype bf16 --models inline-swin-t flatten-swin-t timm:swin-t inline-cswin-t \
-  cswin-t-stripes
+bench --sizes 1120 2240 --batches 1 8 --dtype bf16 --models inline-swin-t flatten-swin-t timm:swin-t cswin-t-stripes \
+  inline-cswin-t
 bench --sizes 1120 --batches 8 --dtype bf16 --profile 12 --rounds 2 --warmup 2 --models inline-swin-t timm:swin-t
 [ -n "$DRY_RUN" ] && exit 0
 
