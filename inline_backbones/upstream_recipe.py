@@ -22,6 +22,7 @@ swaps its backbone, and the list of what changed and what could not (behind ``to
 """
 import os
 import os.path as osp
+import textwrap
 from dataclasses import dataclass, field
 
 from .models.upstream_args import PVT_ARGS, SWIN_ARGS, Arch, Fixed, translate
@@ -37,6 +38,7 @@ RELEASED_WINDOW = 7          # the softmax window of every released InLine-Swin 
 # mmseg's own test padding of the InLine configs: a side below the last stage's stride (32 px) is padded to it
 SEG_TEST_PAD = dict(size=(32, 32))
 INSTALLED_CONFIGS = osp.join('.mim', 'configs')
+COMMENT_WIDTH = 116          # the written config's comment lines (a URL longer than that stays whole)
 
 
 class RecipeError(ValueError):
@@ -255,12 +257,16 @@ def _py(value, indent=0):
 def render(swap, tool='tools/misc/inline_recipe.py'):
     """The child config's text: a header saying what it is, ``_base_``, ``custom_imports``, the model's new parts,
     the optimizer's key, and the changes as comments."""
-    lines = [f'# {swap.family} in {swap.base}: the recipe with its backbone swapped, written by {tool}.',
+    def comment(line):
+        return textwrap.wrap(line, COMMENT_WIDTH, initial_indent='#   ', subsequent_indent='#     ',
+                             break_long_words=False, break_on_hyphens=False)
+
+    lines = [f'# {swap.family} in {swap.base}:', f'# the recipe with its backbone swapped, written by {tool}.',
              '# What changed (docs/upstream_recipes.md says why):']
-    lines += [f'#   {line}' for line in swap.changed]
+    lines += [text for line in swap.changed for text in comment(line)]
     if swap.cannot:
         lines.append('# What could not be done:')
-        lines += [f'#   {line}' for line in swap.cannot]
+        lines += [text for line in swap.cannot for text in comment(line)]
     lines += [f'_base_ = {swap.base!r}', '',
               f'custom_imports = dict(imports={swap.custom_imports!r}, allow_failed_imports=False)', '']
     model = {}

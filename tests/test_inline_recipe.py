@@ -10,8 +10,9 @@ import torch
 from helpers import PVT_SIZES, SWIN_SIZES, build_detector, build_segmentor, recipe_id, upstream_recipe_files
 from tool_modules import load_tool
 
+from inline_backbones.models.upstream_args import PVT_ARGS, SWIN_ARGS, Fixed
 from inline_backbones.released import PVT_ARCH_CHECKPOINTS, SWIN_ARCH_CHECKPOINTS
-from inline_backbones.upstream_recipe import RecipeError, base_name, default_out, plan, write
+from inline_backbones.upstream_recipe import RecipeError, base_name, check_written, default_out, plan, render, write
 
 mmdet = pytest.importorskip('mmdet')
 mmseg = pytest.importorskip('mmseg')
@@ -91,7 +92,24 @@ def test_child_config_of_every_recipe(path, tmp_path):
     kind = recipe.model.data_preprocessor.type
     assert backbone['padding_aware'] is (kind in REGION)
     assert child.model.data_preprocessor.type == REGION.get(kind, kind)
-    assert 'inline_backbones' in child.custom_imports.imports
+    if kind == 'SegDataPreProcessor':       # mmseg's test padding of thin images, unless the recipe sets its own
+        assert _plain(child.model.data_preprocessor.test_cfg) == _plain(
+            recipe.model.data_preprocessor.get('test_cfg') or dict(size=[32, 32]))
+    # the backbone is written whole: nothing of the recipe's is merged into it
+    assert set(backbone) == set(swap.backbone) - {'_delete_'}
+    own = recipe.get('custom_imports', {}).get('imports', [])
+    region_module = f'inline_backbones.{"det" if kind == "DetDataPreprocessor" else "seg"}_preprocessor'
+    assert child.custom_imports.imports == ([own] if isinstance(own, str) else own) + ['inline_backbones'] + (
+        [region_module] if kind in REGION else [])
+    keys = ((recipe.get('optim_wrapper') or {}).get('paramwise_cfg') or {}).get('custom_keys')
+    assert (_plain(child.optim_wrapper.paramwise_cfg.custom_keys.get('attn.residual')) == dict(decay_mult=0.)) if keys \
+        else 'attn.residual' not in str(child.get('optim_wrapper'))
+    fixed = sorted(k for k, v in upstream.items() if isinstance(SWIN_ARGS.args.get(k) if 'Swin' in upstream['type']
+                                                                      else PVT_ARGS.args.get(k), Fixed))
+    dropped = [line for line in swap.changed if line.startswith('dropped')]
+    assert dropped == (['dropped, as InLine always does what they say: '
+                        + ', '.join(f'{k}={upstream[k]!r}' for k in fixed)] if fixed else [])
+    assert swap.changed[0].startswith(f"backbone: {'Swin' if 'Swin' in upstream['type'] else 'PVT'} (")
     # everything else is the recipe's
     mine, theirs = _plain(child.to_dict()), _plain(recipe.to_dict())
     for cfg in (mine, theirs):
@@ -105,6 +123,72 @@ def test_child_config_of_every_recipe(path, tmp_path):
     assert (recipe.get('load_from') is not None) == any(line.startswith('load_from') for line in swap.cannot)
 
 
+MASK_RCNN_T = """\
+# InLine-Swin in mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py:
+# the recipe with its backbone swapped, written by tools/misc/inline_recipe.py.
+# What changed (docs/upstream_recipes.md says why):
+#   backbone: Swin (embed_dims=96, depths=[2, 2, 6, 2], num_heads=[3, 6, 12, 24]) -> InLine-Swin arch 'tiny' (layout
+#     IIIS)
+#   dropped, as InLine always does what they say: convert_weights=True, patch_norm=True, qk_scale=None
+#   weights: https://github.com/SwinTransformer/storage/releases/download/v1.0.0/swin_tiny_patch4_window7_224.pth ->
+#     the released InLine-Swin ImageNet-1k checkpoint https://cloud.tsinghua.edu.cn/f/32810869fcc34410966b/?dl=1
+#   padding-aware mode: on; data_preprocessor: DetDataPreprocessor -> inline_backbones.RegionDetDataPreprocessor
+#     (same arguments, plus each image's region)
+#   weight decay: none on the InLine local residual's kernel generator (attn.residual), as the recipe's custom_keys
+#     do for norms and bias tables
+_base_ = 'mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py'
+
+custom_imports = dict(imports=['inline_backbones', 'inline_backbones.det_preprocessor'], allow_failed_imports=False)
+
+model = dict(
+    data_preprocessor=dict(type='inline_backbones.RegionDetDataPreprocessor'),
+    backbone=dict(
+        _delete_=True,
+        type='inline_backbones.InLineSwinTransformer',
+        arch='tiny',
+        window_size=7,
+        mlp_ratio=4,
+        qkv_bias=True,
+        drop_rate=0.0,
+        attn_drop_rate=0.0,
+        drop_path_rate=0.2,
+        out_indices=(0, 1, 2, 3),
+        with_cp=False,
+        init_cfg=dict(
+            type='Pretrained',
+            checkpoint='https://cloud.tsinghua.edu.cn/f/32810869fcc34410966b/?dl=1',
+        ),
+        padding_aware=True,
+    ),
+)
+
+optim_wrapper = dict(paramwise_cfg=dict(custom_keys={'attn.residual': dict(decay_mult=0.0)}))
+"""
+
+
+def test_written_config_text():
+    """The whole text for mmdet's Mask R-CNN Swin-T recipe (the example of docs/upstream_recipes.md): comments
+    wrapped at 120 columns, a dict(...) per level, one key a line where a level does not fit in 100 columns."""
+    assert render(plan('mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py')) == MASK_RCNN_T
+
+
+def test_cannot_and_load_from_are_written():
+    swap = plan('mmdet::glip/glip_atss_swin-t_a_fpn_dyhead_16xb2_ms-2x_funtune_coco.py')
+    text = render(swap)
+    assert '# What could not be done:\n#   load_from: the recipe fine-tunes a whole Swin model' in text
+    assert text.endswith('\nload_from = None\n')
+    assert '# What could not be done' not in render(plan('mmdet::swin/retinanet_swin-t-p4-w7_fpn_1x_coco.py'))
+
+
+def test_check_written_refuses_another_backbone(tmp_path):
+    swap = plan('mmdet::swin/retinanet_swin-t-p4-w7_fpn_1x_coco.py')
+    out = tmp_path / 'child.py'
+    out.write_text("_base_ = 'mmdet::swin/retinanet_swin-t-p4-w7_fpn_1x_coco.py'\n")
+    with pytest.raises(RecipeError, match="backbone is 'SwinTransformer', not 'inline_backbones.InLineSwin"):
+        check_written(str(out), swap)
+    assert type(check_written(write(swap, str(out)), swap)).__name__ == 'InLineSwinTransformer'
+
+
 def test_base_names(tmp_path):
     """An installed recipe's path is written as its ``mmdet::`` name; another path absolute; ``mmdet::`` as given."""
     path = next(p for p in CONFIGS if p.endswith('mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py'))
@@ -116,6 +200,9 @@ def test_base_names(tmp_path):
     assert default_out('mmdet::swin/retinanet_swin-t-p4-w7_fpn_1x_coco.py') == \
         osp.join('configs', 'retinanet_inline-swin-t-p4-w7_fpn_1x_coco.py')
     assert default_out(str(own)) == osp.join('configs', 'inline_my_recipe.py')
+    assert default_out('mmdet::pvt/retinanet_pvt-t_fpn_1x_coco.py', 'out') == osp.join('out',
+                                                                                         'retinanet_inline-pvt-t_fpn_1x_coco.py')
+    assert default_out('mmseg::swin/Swin-x.py') == osp.join('configs', 'inline-Swin-x.py')
 
 
 def test_tool_writes_and_reports(tmp_path, capsys, monkeypatch):
