@@ -1,6 +1,7 @@
-# Cascade Mask R-CNN + FPN with InLine-CSwin-T, 3x schedule: the InLine-Swin-T recipe of cascade-mask-rcnn_inline-swin-t_fpn_ms-crop-3x_coco.py (Swin's
-# schedule, which CSWin's paper follows for COCO) with the InLine-CSwin backbone written whole. CSWin released no
-# detection configs; the drop path is the one of the InLine-Swin config of the same size and schedule.
+# Cascade Mask R-CNN + FPN with InLine-CSwin-T, 3x schedule: the InLine-Swin-T recipe of
+# cascade-mask-rcnn_inline-swin-t_fpn_ms-crop-3x_coco.py (Swin's schedule, which CSWin's paper follows for COCO) with
+# the InLine-CSwin backbone written whole. CSWin released no detection configs; the drop path is the one of the
+# InLine-Swin config of the same size and schedule.
 _base_ = './cascade-mask-rcnn_inline-swin-t_fpn_ms-crop-3x_coco.py'
 
 # The authors' released ImageNet-1k InLine-CSwin-T checkpoint (inline_backbones/released.py)

@@ -70,8 +70,8 @@ def test_carried_wheels_and_the_image_cover_the_stacks_needs():
 
 def test_backbone_check_dry_run_plans_the_gpu_tests_then_every_benchmark(tmp_path):
     """The backbone device script (tools/device/gpu_backbone_check.sh): the carried wheels, the GPU tests, then ten
-    runs of tools/analysis_tools/benchmark.py (FLatten-Swin-T and InLine-CSwin-T among them) whose options the tool accepts (each parsed by the tool's own argument
-    parser)."""
+    runs of tools/analysis_tools/benchmark.py (FLatten-Swin-T and InLine-CSwin-T among them) whose options the tool
+    accepts (each parsed by the tool's own argument parser)."""
     from inline_backbones.benchmark.options import parse_args
 
     out = subprocess.run(['bash', str(BACKBONE_CHECK)], capture_output=True, text=True, timeout=60,
