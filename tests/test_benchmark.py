@@ -10,13 +10,14 @@ import csv
 import json
 import math
 import os.path as osp
+import re
 
 import pytest
 import torch
 
 from inline_backbones import InLineCSwinTransformer, InLinePVT, InLineSwinTransformer
 from inline_backbones.analysis import flop_analyzer
-from inline_backbones.benchmark import cli, memory, names, report, runs, timing
+from inline_backbones.benchmark import cli, memory, names, plots, report, runs, timing
 from inline_backbones.benchmark.options import parse_args
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
@@ -114,7 +115,8 @@ def test_a_bare_name_of_another_librarys_model_is_refused_with_the_choices(bare,
 
 
 @pytest.mark.parametrize('unknown', ['swin-x', 'mmdet:swin-t-w14', 'timm:pvt-t', 'inline-swin-t-w', 'inline-pvt-b',
-                                     'flatten-swin-t-global-pa', 'flatten-pvt-t', 'flatten-swin-t-w7'])
+                                     'flatten-swin-t-global-pa', 'flatten-pvt-t', 'flatten-swin-t-w7',
+                                     'inline-swin-t-w0', 'timm:swin-t-w0'])
 def test_an_unknown_name_is_refused_with_the_grammar(unknown, capsys):
     with pytest.raises(ValueError) as err:
         names.parse(unknown)
@@ -135,6 +137,73 @@ def test_names_outside_their_place_are_refused(capsys):
         with pytest.raises(SystemExit):
             parse_args(argv)
         assert message in capsys.readouterr().err
+
+
+def _error(argv, capsys):
+    """The last line of argparse's error for the command line ``argv`` (which it refuses, exit status 2)."""
+    with pytest.raises(SystemExit) as exit_:
+        parse_args(argv)
+    assert exit_.value.code == 2
+    return capsys.readouterr().err.splitlines()[-1].split(' error: ', 1)[1]
+
+
+@pytest.mark.parametrize('flag, values, message', [
+    ('--rounds', ['0'], "expected an integer >= 1, got '0'"),
+    ('--rounds', ['2.5'], "expected an integer >= 1, got '2.5'"),
+    ('--warmup', ['-1'], "expected an integer >= 0, got '-1'"),
+    ('--batches', ['2', '0'], "expected an integer >= 1, got '0'"),
+    ('--profile', ['-3'], "expected an integer >= 0, got '-3'"),
+    ('--window-sizes', ['7', '0'], "expected an integer >= 1, got '0'"),
+    ('--gemm-size', ['0'], "expected an integer >= 1, got '0'"),
+    ('--max-seconds', ['0'], "expected a number > 0, got '0'"),
+    ('--max-seconds', ['nan'], "expected a number > 0, got 'nan'"),
+    ('--sizes', ['64', '0x64'], "size '0x64': give HxW (800x1333) or one side (1120), sides integers >= 1"),
+])
+def test_numeric_flags_are_refused_out_of_range_when_parsed(flag, values, message, capsys):
+    assert _error([flag, *values], capsys) == f'argument {flag}: {message}'
+
+
+def test_numeric_flags_take_their_bounds():
+    args = parse_args(['--rounds', '1', '--warmup', '0', '--profile', '0', '--batches', '1', '--gemm-size', '1',
+                       '--max-seconds', 'inf', '--sizes', '1'])
+    assert (args.rounds, args.warmup, args.profile, args.batches, args.gemm_size, args.max_seconds, args.sizes) == (
+        1, 0, 0, [1], 1, math.inf, [(1, 1)])
+
+
+@pytest.mark.parametrize('argv, message', [
+    (['--models', 'swin-t'], "argument --models: model 'swin-t' is another library's: say whose, mmdet:swin-t or "
+     'timm:swin-t'),
+    (['--task', 'upernet', '--models', 'swin-t'], "argument --models: model 'swin-t' is another library's: say "
+     'whose, mmseg:swin-t'),
+    (['--task', 'mask-rcnn', '--models', 'swin-b'], "argument --models: model 'swin-b' is another library's, and "
+     'none of mmdet:swin-b, mmseg:swin-b runs with --task mask-rcnn: mmdet:swin-b without --task; mmseg:swin-b with '
+     '--task upernet'),
+    (['--models', 'inline-swin-t', 'timm:swin-t', '--reference', 'swin-t'], "argument --reference: model 'swin-t' "
+     "is another library's: say whose, timm:swin-t"),
+    (['--models', 'inline-swin-t', '--reference', 'swin-t'], "argument --reference: model 'swin-t' is another "
+     "library's, and none of mmdet:swin-t, timm:swin-t is among --models: add the one you mean to --models"),
+    (['--from-json', 'results.json', '--reference', 'swin-t'], "argument --reference: model 'swin-t' is another "
+     "library's: say whose, mmdet:swin-t or mmseg:swin-t or timm:swin-t"),
+])
+def test_a_bare_name_is_refused_with_the_choices_that_command_line_takes(argv, message, capsys):
+    assert _error(argv, capsys) == message
+
+
+def test_every_suggestion_for_a_bare_name_is_taken(capsys):
+    """For every bare name and task: each name suggested in place of the bare one, put in its place, is taken by the
+    same command line; where none is, each under the --task the message says."""
+    for bare in ('swin-t', 'swin-s', 'swin-b', 'pvt-t', 'swin-t-w14', 'pvt-v2-b1'):
+        for task in ('backbone', 'mask-rcnn', 'upernet'):
+            message = _error(['--task', task, '--models', bare], capsys)
+            if 'say whose, ' in message:
+                for name in message.split('say whose, ')[1].split(' or '):
+                    assert [str(n) for n in parse_args(['--task', task, '--models', name]).models] == [name]
+                continue
+            for way in message.split(f'runs with --task {task}: ')[1].split('; '):
+                name, _, flags = way.partition(' ')
+                for flag in flags.split(' or '):
+                    other = 'backbone' if flag == 'without --task' else flag.removeprefix('with --task ')
+                    assert other != task and parse_args(['--task', other, '--models', name]).models
 
 
 @pytest.mark.slow
@@ -338,6 +407,52 @@ def test_cswin_rows_against_cswin(tmp_path):
     assert rows[1]['params_m'] == sum(p.numel() for p in InLineCSwinTransformer('tiny').parameters()) / 1e6
 
 
+def _timed_rows(latencies):
+    """Rows of one setting (64x64, batch 1, fp32), as the benchmark makes them: model -> its latency in ms."""
+    return [dict(dict.fromkeys(report.COLUMNS), model=model, size='64x64', pixels=64 * 64, batch=1, dtype='fp32',
+                 device='cpu', step='infer', capture='', run=0, note='', latency_ms=ms, min_ms=ms, max_ms=ms,
+                 images_per_s=1e3 / ms) for model, ms in latencies.items()]
+
+
+REFERENCE_RUN = {'inline-swin-t': 3.0, 'mmdet:swin-t': 2.0, 'cswin-t-stripes': 8.0, 'inline-cswin-t': 4.0,
+                 'inline-pvt-t': 5.0}
+
+
+@pytest.mark.parametrize('references, expected', [
+    ([], {'inline-swin-t': 'mmdet:swin-t', 'mmdet:swin-t': 'mmdet:swin-t', 'cswin-t-stripes': 'cswin-t-stripes',
+          'inline-cswin-t': 'cswin-t-stripes', 'inline-pvt-t': 'inline-pvt-t'}),
+    (['mmdet:swin-t'], dict.fromkeys(REFERENCE_RUN, 'mmdet:swin-t')),
+    (['inline-pvt-t', 'inline-cswin-t'], {'inline-swin-t': 'inline-pvt-t', 'mmdet:swin-t': 'inline-pvt-t',
+                                         'cswin-t-stripes': 'inline-cswin-t', 'inline-cswin-t': 'inline-cswin-t',
+                                         'inline-pvt-t': 'inline-pvt-t'}),
+])
+def test_reference_sets_the_ratio_of_every_row(references, expected, monkeypatch, tmp_path, capsys):
+    """Without --reference each family's rows are against their own family's model (Swin: mmdet's, the first of
+    another library; CSwin and PVT: their first model), the table's ref column naming it; --reference NAME puts the
+    rows of NAME's family against NAME and every other row against the first NAME, the CSwin rows included, and the
+    column is titled x NAME where one NAME is every row's reference. The same for saved results (--from-json)."""
+    monkeypatch.setattr(runs, 'benchmark', lambda args, device: _timed_rows(REFERENCE_RUN))
+    flag = ['--reference', *references] if references else []
+    rows = cli.main(['--device', 'cpu', '--models', *REFERENCE_RUN, *flag, '--out-dir', str(tmp_path)])
+    assert {r['model']: r['reference'] for r in rows} == expected
+    assert {r['model']: r['ratio_to_reference'] for r in rows} == {
+        model: ms / REFERENCE_RUN[expected[model]] for model, ms in REFERENCE_RUN.items()}
+    header = capsys.readouterr().out.split('\n\n')[1].splitlines()[0]
+    if len(set(expected.values())) == 1:
+        assert header.endswith(' | x mmdet:swin-t |')
+    else:
+        assert header.endswith(' | x ref | ref |')
+    saved = cli.main(['--from-json', str(tmp_path / 'results.json'), '--reference', 'mmdet:swin-t'])
+    assert {r['model']: r['reference'] for r in saved} == dict.fromkeys(REFERENCE_RUN, 'mmdet:swin-t')
+
+
+def test_reference_takes_one_model_per_family(capsys):
+    assert {re.search(r'\(\?P<family>(\w+)\)', pattern)[1] for _, pattern in names.PATTERNS} == set(names.FAMILIES)
+    message = _error(['--models', 'inline-swin-t', 'mmdet:swin-t', '--reference', 'inline-swin-t', 'mmdet:swin-t'],
+                     capsys)
+    assert message.startswith('--reference inline-swin-t mmdet:swin-t: one per family (swin: inline-swin-*, ')
+
+
 def test_flatten_rows_against_swin(tmp_path):
     """FLatten-Swin-T, windowed and global, in the Swin family: ratios to mmdet's Swin-T in the same rounds, FLOPs
     and params of the preset's own model."""
@@ -393,6 +508,35 @@ def test_cuda_graphs_refuse_training_and_a_cpu(capsys):
     assert '--cuda-graphs captures plain-mode inference' in capsys.readouterr().err
     with pytest.raises(SystemExit, match='--cuda-graphs needs a CUDA device'):
         cli.main(['--device', 'cpu', '--cuda-graphs', '--models', 'inline-swin-t'])
+
+
+@pytest.mark.parametrize('latencies', [
+    {64: [30.0]},                              # one model at one size
+    {64: [30.0, 45.0, 38.0]},                  # three models at one size: less than a decade apart
+    {64: [210.0, 212.0]},                      # nearly equal
+    {64: [0.5, 900.0], 96: [1.0, 1800.0]},     # two sizes, several decades
+])
+def test_latency_plot_labels_its_axes_at_any_range(latencies):
+    """Each axis of the latency and memory plot has at least two labelled ticks inside its view, each label the
+    tick's value: at one size too, where the megapixels are one value and the latencies within one decade."""
+    series = {}
+    for side, values in latencies.items():
+        for i, ms in enumerate(values):
+            series.setdefault((f'model-{i}', 0, 1, 'fp32', 'infer', ''), []).append(
+                dict(pixels=side * side, latency_ms=ms, peak_memory_mb=2 * ms))
+    fig = plots.latency_memory_figure(series, report.SERIES, 'title')
+    try:
+        fig.canvas.draw()
+        assert len(fig.axes) == 2
+        for ax in fig.axes:
+            for axis, (low, high) in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+                shown = [(tick, label.get_text()) for tick, label in
+                         zip(axis.get_majorticklocs(), axis.get_majorticklabels(), strict=True) if low <= tick <= high]
+                assert len(shown) >= 2, (ax.get_ylabel(), shown)
+                for tick, text in shown:
+                    assert math.isclose(float(text.replace('\N{MINUS SIGN}', '-')), tick, rel_tol=1e-6), (tick, text)
+    finally:
+        plots._pyplot().close(fig)
 
 
 # --- saved results -------------------------------------------------------------------------------------------------

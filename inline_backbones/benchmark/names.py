@@ -46,9 +46,9 @@ SWIN_ARCH = {'t': 'tiny', 's': 'small', 'b': 'base'}
 CSWIN_T = dict(embed_dims=64, depths=[1, 2, 21, 1], num_heads=[2, 4, 8, 16], split_size=[1, 2, 7, 7])
 PVT_ARCH = {'t': 'tiny', 's': 'small', 'm': 'medium', 'l': 'large'}
 OURS = 'inline_backbones'
-# (library, pattern, family); ``family`` says which reference model a row is compared with.
+# (library, pattern); the pattern's ``family`` group says which reference model a row is compared with by default.
 PATTERNS = (
-    (OURS, r'inline-(?P<family>swin)-(?P<arch>[tsb])(?P<pa>-pa)?(?:-w(?P<window>\d+))?(?:@(?P<path>[\w-]+))?'),
+    (OURS, r'inline-(?P<family>swin)-(?P<arch>[tsb])(?P<pa>-pa)?(?:-w(?P<window>[1-9]\d*))?(?:@(?P<path>[\w-]+))?'),
     (OURS, r'inline-(?P<family>pvt)-(?P<arch>[tsml])(?P<pa>-pa)?(?:@(?P<path>[\w-]+))?'),
     (OURS, r'inline-(?P<family>cswin)-(?P<arch>[tsb])(?P<pa>-pa)?'),
     (OURS, r'(?P<flatten>flatten)-(?P<family>swin)-(?P<arch>[tsb])(?P<pa>-pa)?(?P<flatten_global>-global)?'),
@@ -57,9 +57,15 @@ PATTERNS = (
     ('mmdet', r'(?P<family>swin)-(?P<arch>[tsb])'),
     ('mmdet', r'(?P<family>pvt)-(?P<arch>[tsml])'),
     ('mmseg', r'(?P<family>swin)-(?P<arch>[tsb])'),
-    ('timm', r'(?P<family>swin)-(?P<arch>t)(?:-w(?P<window>\d+))?'),
+    ('timm', r'(?P<family>swin)-(?P<arch>t)(?:-w(?P<window>[1-9]\d*))?'),
     ('timm', r'(?P<family>pvt)-(?P<variant>v2-b1)'),
 )
+# The families (a name's ``family``) and their models, as the help lists them.
+FAMILIES = {
+    'swin': ('inline-swin-*', 'flatten-swin-*', 'swin-t-global', 'mmdet:swin-*', 'mmseg:swin-*', 'timm:swin-t*'),
+    'pvt': ('inline-pvt-*', 'mmdet:pvt-*', 'timm:pvt-v2-b1'),
+    'cswin': ('inline-cswin-*', 'cswin-t-stripes'),
+}
 _REPO = Path(__file__).resolve().parents[2]
 TASK_CONFIGS = {
     'mask-rcnn': {
@@ -107,6 +113,15 @@ class Name:
         return self.library == OURS
 
 
+class OtherLibraryName(ValueError):
+    """A bare name of other libraries' models (``swin-t``): ``text``, and ``candidates``, the prefixed names it may
+    mean (``mmdet:swin-t``, ...)."""
+
+    def __init__(self, text, candidates):
+        super().__init__(f'model {text!r} is another library\'s: say whose, {" or ".join(candidates)}')
+        self.text, self.candidates = text, candidates
+
+
 def _match(library, body):
     for lib, pattern in PATTERNS:
         match = re.fullmatch(pattern, body)
@@ -120,15 +135,15 @@ def _match(library, body):
 
 
 def parse(text):
-    """The :class:`Name` of ``text``; ValueError (one message) for a name outside :data:`GRAMMAR`, a bare name of
-    another library's model, or an unknown ``@path``."""
+    """The :class:`Name` of ``text``; ValueError (one message) for a name outside :data:`GRAMMAR` or an unknown
+    ``@path``, :class:`OtherLibraryName` (a ValueError) for a bare name of other libraries' models."""
     library, sep, body = text.rpartition(':')
     name = _match(library if sep else OURS, body)
     if name is None and not sep:
-        choices = [f'{lib}:{body}' for lib in dict.fromkeys(lib for lib, _ in PATTERNS if lib != OURS)
-                   if _match(lib, body)]
-        if choices:
-            raise ValueError(f'model {text!r} is another library\'s: say whose, {" or ".join(choices)}')
+        candidates = [f'{lib}:{body}' for lib in dict.fromkeys(lib for lib, _ in PATTERNS if lib != OURS)
+                      if _match(lib, body)]
+        if candidates:
+            raise OtherLibraryName(text, candidates)
     if name is None:
         raise ValueError(f'unknown model {text!r}\n{GRAMMAR}')
     if name.path and name.path not in PATHS:

@@ -3,7 +3,7 @@ import argparse
 
 import torch
 
-from .names import GRAMMAR, TASK_CONFIGS, padding_aware_twin, parse
+from .names import FAMILIES, GRAMMAR, TASK_CONFIGS, OtherLibraryName, padding_aware_twin, parse
 
 SIZES = ['512x512', '800x1333', '1024x1024', '1536x1536', '2048x2048']
 DEFAULT_MODELS = ['inline-swin-t', 'inline-swin-s', 'inline-swin-b', 'mmdet:swin-t', 'mmdet:swin-s', 'mmdet:swin-b',
@@ -12,6 +12,7 @@ DEFAULT_MODELS = ['inline-swin-t', 'inline-swin-s', 'inline-swin-b', 'mmdet:swin
 MODES = {'fp32': (torch.float32, False), 'bf16': (torch.bfloat16, False), 'bf16-pure': (torch.bfloat16, True),
          'fp16': (torch.float16, False), 'fp16-pure': (torch.float16, True)}
 
+FAMILY_LINES = '\n'.join(f'  {family:6} {", ".join(models)}' for family, models in FAMILIES.items())
 DESCRIPTION = f"""Benchmark high-resolution inference (and training steps) of backbones and whole models.
 
     python tools/analysis_tools/benchmark.py [--models NAME ...] [--sizes HxW|S ...] [--batches B ...]
@@ -26,9 +27,9 @@ after --warmup untimed ones (interleaved, so that a shared machine's drifts fall
 timed with CUDA events on a GPU and with the wall clock on a CPU; reported: the median and the min-max. Random
 weights, random inputs (standard normal), no drop path.
 
-Columns: latency ms (median, min-max) and images/s; x REF: the latency over the reference's in the same rounds
-(--reference, one per family, Swin or PVT; default: each family's first model of another library, else its first
-model), below 1 = faster; fp32/this: the same model's fp32 latency over this one (when fp32 is among the modes);
+Columns: latency ms (median, min-max) and images/s; x REF: the latency over the reference's in the same rounds,
+below 1 = faster (the column is titled x NAME when every ratio is against NAME, else x ref beside a ref column
+naming each row's reference); fp32/this: the same model's fp32 latency over this one (when fp32 is among the modes);
 peak MB: memory of one call beyond the model and its input (CUDA: max_memory_allocated; CPU: growth of the peak
 RSS in a fresh process; --no-memory skips it); launches: CUDA kernels one call launches (the profiler's count,
 GPU only); GFLOPs (one FLOP = one multiply-add, mmengine's analysis with the attention matmuls and the dynamic
@@ -56,65 +57,162 @@ tools/benchmark_gpu.py; their model names translated to this grammar), several m
 tells their runs apart: ratios are taken within a run), prints the report and, with --out-dir, writes the files;
 --reference recomputes the ratios from the saved latencies.
 
+The reference of each row's ratio (x REF). The families:
+{FAMILY_LINES}
+Without --reference: per family, its first model of another library (prefixed), else its first model (each row
+against a model of its own family). --reference NAME ... (at most one per family): each row against the NAME of its
+own family, else against the first NAME (--reference mmdet:swin-t: every row against mmdet:swin-t, the PVT and
+CSwin rows too).
+
+Numeric options: --rounds, --batches, --window-sizes, --gemm-size and the sides of --sizes are integers >= 1;
+--warmup and --profile integers >= 0 (0: none); --max-seconds a number > 0.
+
 {GRAMMAR}
 """
 
 
 def parse_size(text):
-    """``'800x1333'`` -> (800, 1333); ``'1120'`` -> (1120, 1120)."""
+    """``'800x1333'`` -> (800, 1333); ``'1120'`` -> (1120, 1120); sides integers >= 1."""
     try:
         sides = [int(v) for v in text.lower().split('x')]
     except ValueError:
         sides = []
     if len(sides) not in (1, 2) or min(sides) < 1:
-        raise argparse.ArgumentTypeError(f'size {text!r}: give HxW (800x1333) or one side (1120)')
+        raise argparse.ArgumentTypeError(f'size {text!r}: give HxW (800x1333) or one side (1120), sides integers >= 1')
     return sides[0], sides[-1]
 
 
-def _name(text):
+def _integer_at_least(low):
+    """An argparse type: the integer of the text, refused (naming the range) below ``low``."""
+    def integer(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low:
+            raise argparse.ArgumentTypeError(f'expected an integer >= {low}, got {text!r}')
+        return value
+    return integer
+
+
+positive_int, non_negative_int = _integer_at_least(1), _integer_at_least(0)
+
+
+def positive_float(text):
+    """An argparse type: the number of the text, refused (naming the range) unless it is above 0 (NaN refused)."""
     try:
-        return parse(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from err
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not value > 0:
+        raise argparse.ArgumentTypeError(f'expected a number > 0, got {text!r}')
+    return value
 
 
 def build_parser():
     parser = argparse.ArgumentParser(description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--models', nargs='+', type=_name, metavar='NAME',
+    parser.add_argument('--models', nargs='+', metavar='NAME',
                         help=f'models to time (default: {" ".join(DEFAULT_MODELS)})')
     parser.add_argument('--sizes', nargs='+', type=parse_size, metavar='HxW',
                         help='input sizes, HxW or one side (default: 512x512 800x1333 1024x1024 1536x1536 2048x2048; '
                         '224x224 with --window-sizes)')
-    parser.add_argument('--batches', nargs='+', type=int, default=[1], metavar='B', help='batch sizes (default: 1)')
+    parser.add_argument('--batches', nargs='+', type=positive_int, default=[1], metavar='B',
+                        help='batch sizes, >= 1 (default: 1)')
     parser.add_argument('--dtype', nargs='+', choices=list(MODES), default=['fp32'],
                         help='modes timed in the same rounds (default: fp32)')
     parser.add_argument('--device', default='auto', help='auto (CUDA if present), cpu, cuda, cuda:1, ...')
-    parser.add_argument('--rounds', type=int, default=5, help='timed rounds (default: 5)')
-    parser.add_argument('--warmup', type=int, default=1,
-                        help='untimed rounds first (default: 1; on a GPU give 3: Triton kernels, cuBLAS/cuDNN choices)')
+    parser.add_argument('--rounds', type=positive_int, default=5, help='timed rounds, >= 1 (default: 5)')
+    parser.add_argument('--warmup', type=non_negative_int, default=1,
+                        help='untimed rounds first, >= 0 (default: 1; on a GPU give 3: Triton kernels, cuBLAS/cuDNN '
+                        'choices)')
     parser.add_argument('--padding-aware', action='store_true',
                         help='a batch of images of different sizes; InLine models beside their padding-aware twins')
     parser.add_argument('--train', action='store_true', help='time forward + backward (backbones only)')
     capture = parser.add_mutually_exclusive_group()
     capture.add_argument('--compile', action='store_true', help='torch.compile(model, dynamic=True) every model')
     capture.add_argument('--cuda-graphs', action='store_true', help='capture each model in a CUDA graph and replay')
-    parser.add_argument('--profile', type=int, default=0, metavar='TOP', help='print the TOP kernels of one call')
+    parser.add_argument('--profile', type=non_negative_int, default=0, metavar='TOP',
+                        help='print the TOP kernels of one call, >= 0 (default: 0, no profile)')
     parser.add_argument('--channels-last', action='store_true', help='channels-last model and input')
     parser.add_argument('--task', choices=['backbone', *TASK_CONFIGS], default='backbone',
                         help='whole models from the configs instead of backbones')
-    parser.add_argument('--window-sizes', nargs='+', type=int, metavar='W',
-                        help="the paper's Fig. 3: timm:swin-t-w{w} against inline-swin-t-w{w} for each w")
+    parser.add_argument('--window-sizes', nargs='+', type=positive_int, metavar='W',
+                        help="the paper's Fig. 3: timm:swin-t-w{w} against inline-swin-t-w{w} for each w >= 1")
     parser.add_argument('--no-memory', dest='memory', action='store_false', help='skip the peak-memory probes')
     parser.add_argument('--no-flops', dest='flops', action='store_false',
                         help='skip FLOP counts and the GEMM yardstick')
-    parser.add_argument('--gemm-size', type=int, help='side of the square GEMM yardstick (default: 8192 on CUDA, '
-                        '2048 on a CPU; smaller only for quick checks: small GEMMs run below peak)')
-    parser.add_argument('--max-seconds', type=float, default=60., help='skip runs predicted to take longer')
-    parser.add_argument('--reference', nargs='+', type=_name, metavar='NAME',
-                        help='the models the ratio column divides by, one per family')
+    parser.add_argument('--gemm-size', type=positive_int, help='side of the square GEMM yardstick, >= 1 (default: 8192 '
+                        'on CUDA, 2048 on a CPU; smaller only for quick checks: small GEMMs run below peak)')
+    parser.add_argument('--max-seconds', type=positive_float, default=60.,
+                        help='skip runs predicted to take longer, > 0 (default: 60)')
+    parser.add_argument('--reference', nargs='+', metavar='NAME',
+                        help="what the ratio column divides by: each row's latency by its own family's NAME, or by "
+                        "the first NAME where none is of its family (default: per family, its first model of another "
+                        "library, else its first model)")
     parser.add_argument('--out-dir', help='where the files go (default: outputs/benchmark; none with --from-json)')
     parser.add_argument('--from-json', nargs='+', metavar='RESULTS', help='report saved results.json files')
     return parser
+
+
+def refusal(name, args):
+    """Why the command line ``args`` (its ``task``) cannot time the model ``name``, naming what it can; None if it
+    can."""
+    if args.task != 'backbone':
+        configs = TASK_CONFIGS[args.task]
+        if str(name) not in configs:
+            return f'no {args.task} config for {str(name)!r}; choose from {", ".join(configs)}'
+    elif name.library == 'mmseg':
+        return "mmseg's Swin is timed inside UperNet (--task upernet); as a backbone use mmdet:swin-*"
+    return None
+
+
+def _whose(err, args, among=None):
+    """The refusal of a bare name of other libraries' models (``err``): the prefixed names that this command line
+    takes in its place (with ``among``, the names they must be one of: --reference's are among --models), else the
+    flags under which each of them is taken."""
+    head = f'model {err.text!r} is another library\'s'
+    fits = err.candidates if args.from_json else [c for c in err.candidates if refusal(parse(c), args) is None]
+    if among is not None and fits:
+        listed = [c for c in fits if parse(c) in among]
+        if not listed:
+            return f'{head}, and none of {", ".join(fits)} is among --models: add the one you mean to --models'
+        fits = listed
+    if fits:
+        return f'{head}: say whose, {" or ".join(fits)}'
+    ways = []
+    for candidate in err.candidates:
+        tasks = [t for t in ('backbone', *TASK_CONFIGS)
+                 if refusal(parse(candidate), argparse.Namespace(task=t)) is None]
+        ways.append(f'{candidate} ' + ' or '.join('without --task' if t == 'backbone' else f'with --task {t}'
+                                                  for t in tasks))
+    return f'{head}, and none of {", ".join(err.candidates)} runs with --task {args.task}: {"; ".join(ways)}'
+
+
+def _names(parser, flag, texts, args, among=None):
+    """The parsed names of ``texts`` (those given to ``flag``); an unknown or bare other library's name ends the
+    command with argparse's error, the latter naming what this command line takes in its place (:func:`_whose`)."""
+    names = []
+    for text in texts or ():
+        try:
+            names.append(parse(text))
+        except OtherLibraryName as err:
+            parser.error(f'argument {flag}: {_whose(err, args, among)}')
+        except ValueError as err:
+            parser.error(f'argument {flag}: {err}')
+    return names
+
+
+def _references(parser, args, among=None):
+    """``--reference``'s names (None if not given), at most one per family; with ``among``, all of them among it."""
+    references = _names(parser, '--reference', args.reference, args, among)
+    for family in dict.fromkeys(r.family for r in references):
+        same = [str(r) for r in references if r.family == family]
+        if len(same) > 1:
+            parser.error(f'--reference {" ".join(same)}: one per family ({family}: {", ".join(FAMILIES[family])})')
+    missing = [str(r) for r in references if among is not None and r not in among]
+    if missing:
+        parser.error(f'--reference {" ".join(missing)}: not among --models')
+    return references or None
 
 
 def parse_args(argv=None):
@@ -130,28 +228,24 @@ def parse_args(argv=None):
     except RuntimeError as err:
         parser.error(f'--device {args.device!r}: {err}')
     if args.from_json:
+        args.reference = _references(parser, args)
         return args
     if args.window_sizes:
         if args.task != 'backbone' or args.models:
             parser.error('--window-sizes chooses the models (timm:swin-t-w{w}, inline-swin-t-w{w}): drop --models '
                          'and --task')
         args.models = [parse(f'{m}-w{w}') for w in args.window_sizes for m in ('timm:swin-t', 'inline-swin-t')]
-    args.models = args.models or [parse(m) for m in DEFAULT_MODELS]
+    if args.task != 'backbone' and args.train:
+        parser.error('--train times backbones: drop --task')
+    if not args.window_sizes:
+        args.models = _names(parser, '--models', args.models, args) or [parse(m) for m in DEFAULT_MODELS]
     if args.padding_aware:
         args.models = list(dict.fromkeys(n for name in args.models for n in (name, padding_aware_twin(name)) if n))
     args.sizes = args.sizes or [parse_size(s) for s in (['224x224'] if args.window_sizes else SIZES)]
-    if args.task != 'backbone':
-        if args.train:
-            parser.error('--train times backbones: drop --task')
-        configs = TASK_CONFIGS[args.task]
-        for name in args.models:
-            if str(name) not in configs:
-                parser.error(f'no {args.task} config for {str(name)!r}; choose from {", ".join(configs)}')
-    elif any(name.library == 'mmseg' for name in args.models):
-        parser.error("mmseg's Swin is timed inside UperNet (--task upernet); as a backbone use mmdet:swin-*")
+    for name in args.models:
+        if refusal(name, args):
+            parser.error(refusal(name, args))
     if args.cuda_graphs and (args.train or args.padding_aware or any(n.padding_aware for n in args.models)):
         parser.error('--cuda-graphs captures plain-mode inference: not with --train or --padding-aware')
-    missing = [str(r) for r in args.reference or () if r not in args.models]
-    if missing:
-        parser.error(f'--reference {" ".join(missing)}: not among --models')
+    args.reference = _references(parser, args, among=args.models)
     return args

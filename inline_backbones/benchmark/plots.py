@@ -15,13 +15,29 @@ def _label(key, keys, fields):
                                for i in varying)])
 
 
-def latency_memory(path, series, fields, title):
-    """Latency (and peak memory, where measured) against megapixels per image, one line per series (key: the values
-    of ``fields``, the model first -> its rows by pixels); False if there is none."""
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
+def _label_log_axis(axis, low, high):
+    """Labelled ticks on a log ``axis`` whose view runs from ``low`` to ``high``, at least two of them inside the view
+    however narrow it is: powers of ten, else 1-2-5 per decade, else 1-9 per decade, else four evenly spaced values;
+    plain numbers (no offset), no minor labels."""
+    from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter, ScalarFormatter
 
+    for subs in ((1.0,), (1.0, 2.0, 5.0), tuple(range(1, 10))):
+        locator = LogLocator(subs=subs, numticks=12)
+        if sum(low <= t <= high for t in locator.tick_values(low, high)) >= 2:
+            break
+    else:
+        locator = MaxNLocator(4)
+    axis.set_major_locator(locator)
+    axis.set_major_formatter(ScalarFormatter(useOffset=False))
+    axis.set_minor_formatter(NullFormatter())
+
+
+def latency_memory_figure(series, fields, title):
+    """The figure of latency (and peak memory, where measured) against megapixels per image, log-log, one line per
+    series (key: the values of ``fields``, the model first -> its rows by pixels), ticks labelled at any range of
+    sizes and latencies (one size too); None if there is no series."""
     if not series:
-        return False
+        return None
     plt = _pyplot()
     panels = [('latency_ms', 1e-3, 'latency (s)')]
     if any(r.get('peak_memory_mb') for rows in series.values() for r in rows):
@@ -35,17 +51,24 @@ def latency_memory(path, series, fields, title):
                         label=_label(name, series, fields))
         ax.set_xscale('log')
         ax.set_yscale('log')
-        for axis in (ax.xaxis, ax.yaxis):
-            axis.set_major_formatter(ScalarFormatter())
-            axis.set_minor_formatter(NullFormatter())
+        _label_log_axis(ax.xaxis, *ax.get_xlim())
+        _label_log_axis(ax.yaxis, *ax.get_ylim())
         ax.set_xlabel('megapixels per image')
         ax.set_ylabel(label)
         ax.grid(True, which='both', alpha=0.3)
     axes[0][0].legend(fontsize=8)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
+    return fig
+
+
+def latency_memory(path, series, fields, title):
+    """Write :func:`latency_memory_figure` of the series to ``path``: True; False if there is no series."""
+    fig = latency_memory_figure(series, fields, title)
+    if fig is None:
+        return False
     fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _pyplot().close(fig)
     return True
 
 

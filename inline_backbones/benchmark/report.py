@@ -46,8 +46,8 @@ def run_meta(args, device):
 
 
 def default_references(models):
-    """Per family (Swin, PVT), the first model of another library among ``models`` (names), else the family's first
-    model."""
+    """Per family (Swin, PVT, CSwin: :data:`~.names.FAMILIES`), the first model of another library among ``models``
+    (names), else the family's first model."""
     refs = {}
     for name in models:
         current = refs.get(name.family)
@@ -58,21 +58,20 @@ def default_references(models):
 
 def add_ratios(rows, references):
     """``speedup_over_fp32`` (the same model's fp32 latency over this one) of every row; ``reference`` and
-    ``ratio_to_reference`` (latency over the reference's in the same setting) of the rows of a family that has a
-    model among ``references``."""
+    ``ratio_to_reference`` (latency over the reference's in the same setting) of every row, the reference being the
+    model of ``references`` (names) of the row's own family, else the first of ``references``."""
     latency = {(r['model'], *(r[k] for k in SETTING)): r['latency_ms'] for r in rows if r.get('latency_ms')}
-    by_family = {name.family: str(name) for name in references}
+    by_family = {}
+    for name in references:
+        by_family.setdefault(name.family, str(name))
     for r in rows:
-        family = parse(r['model']).family
-        if family in by_family:
-            r['reference'] = by_family[family]
+        r['reference'] = by_family.get(parse(r['model']).family, str(references[0]))
         if not r.get('latency_ms'):
             continue
         fp32 = latency.get((r['model'], *(r[k] if k != 'dtype' else 'fp32' for k in SETTING)))
         r['speedup_over_fp32'] = fp32 / r['latency_ms'] if fp32 else None
-        if family in by_family:
-            ref = latency.get((r['reference'], *(r[k] for k in SETTING)))
-            r['ratio_to_reference'] = r['latency_ms'] / ref if ref else None
+        ref = latency.get((r['reference'], *(r[k] for k in SETTING)))
+        r['ratio_to_reference'] = r['latency_ms'] / ref if ref else None
 
 
 # --- saved results -------------------------------------------------------------------------------------------------
