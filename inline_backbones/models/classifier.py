@@ -8,12 +8,12 @@ shared stage loop (:func:`~.stages.iter_stages`). As in timm's Swin,
 ``features_only=True`` gives the stages' NCHW maps through :meth:`forward_intermediates` (timm's
 ``FeatureGetterNet``). A family with a class token (``Family.prefix_tokens``, InLine-DeiT) is read as timm's
 ViT: ``forward_features`` returns every token (B, 1 + N, C) (``output_fmt`` ``'NLC'``), ``global_pool='token'``
-(its default) takes the class token, ``'avg'`` the mean of the map's tokens; the stage maps leave the class token
-out. The models trace with torch.fx through timm's tracer (the mixers and the helpers
-that branch on sizes are leaves) and export with ``torch.export``; ``torch.jit.script`` is refused with the
-reason (the layers branch on Python objects such as the token map). Released files load through timm as
-released (``pretrained=True, pretrained_cfg_overlay=dict(file=PATH)``): timm hands the file to
-:meth:`Classifier.load_pretrained` (``custom_load``), the package's safe and strict loader.
+(its default) takes the class token, ``'avg'`` the mean of the map's tokens; its intermediates are its blocks', as
+timm's ViT's (``InLineDeiTClassifier`` overrides the feature interface), without the class token. The models trace
+with torch.fx through timm's tracer (the mixers and the helpers that branch on sizes are leaves) and export with
+``torch.export``; ``torch.jit.script`` is refused with the reason (the layers branch on Python objects such as the
+token map). Released files load through timm as released (``pretrained=True, pretrained_cfg_overlay=dict(file=PATH)``):
+timm hands the file to :meth:`Classifier.load_pretrained` (``custom_load``), the package's safe and strict loader.
 """
 from collections import deque
 
@@ -63,7 +63,8 @@ class Classifier(Trunk):
         in_chans (int): Input channels. A released (RGB) file loads into another count through timm's
             ``adapt_input_conv`` of the first conv (:func:`~.trunk.adapt_first_conv`).
         img_size (int | tuple[int, int], optional): timm's argument, checked to be a size. Where the family's arch
-            has an ``img_size`` (InLine-DeiT: the grid of its position embedding), it sets it, as in timm's ViT.
+            has an ``img_size`` (InLine-DeiT: the grid of its position embedding and, without its
+            ``dynamic_img_size``, the one input size it takes), it sets it, as in timm's ViT.
             Otherwise it has no effect: the model takes any input size (InLine attention is global over the map,
             window attention pads to whole windows, PVT's position embeddings are resized to each map), so no
             parameter depends on it; timm's pretrained cfg keeps the released models' 224 x 224, as timm's Swin
@@ -162,11 +163,22 @@ class Classifier(Trunk):
         """Drop the stages after the last of ``indices`` (and the final norm / head if asked)."""
         take_indices, max_index = feature_take_indices(len(self.layers), indices)
         self.layers = self.layers[:max_index + 1]
+        self.prune_top(prune_norm, prune_head)
+        return take_indices
+
+    def prune_top(self, prune_norm, prune_head):
+        """What pruning drops after the features: the final norm (Identity) if ``prune_norm``, the head and its
+        pooling (``reset_classifier(0, '')``) if ``prune_head``."""
         if prune_norm:
             self.norm = nn.Identity()
         if prune_head:
             self.reset_classifier(0, '')
-        return take_indices
+
+    @classmethod
+    def default_out_indices(cls, depths):
+        """``features_only``'s default ``out_indices`` for a model of ``depths``: every stage (timm's own default is
+        5 stages)."""
+        return tuple(range(len(depths)))
 
     def load_pretrained(self, path):
         """Load a released file (or an mmengine / bare state dict file) safely and strictly, through the
@@ -224,7 +236,6 @@ def create_classifier(cls, variant, pretrained=False, pretrained_cfg_overlay=Non
     from timm.models._builder import resolve_pretrained_cfg
 
     depths = kwargs.get('depths') or cls.family.resolve_arch(kwargs['arch'])['depths']
-    every_stage = tuple(range(len(depths)))          # features_only's default (timm's is 5 stages); its out_indices win
     pretrained_cfg_overlay = {'custom_load': True, **(pretrained_cfg_overlay or {})}
     if pretrained:
         cfg = resolve_pretrained_cfg(variant, pretrained_cfg=kwargs.get('pretrained_cfg'),
@@ -234,7 +245,8 @@ def create_classifier(cls, variant, pretrained=False, pretrained_cfg_overlay=Non
             pretrained_cfg_overlay['file'] = download_checkpoint(url, hint=TIMM_HINT)
     return build_model_with_cfg(
         cls, variant, pretrained, pretrained_cfg_overlay=pretrained_cfg_overlay,
-        pretrained_filter_fn=checkpoint_filter_fn, feature_cfg=dict(feature_cls='getter', out_indices=every_stage),
+        pretrained_filter_fn=checkpoint_filter_fn,
+        feature_cfg=dict(feature_cls='getter', out_indices=cls.default_out_indices(depths)),   # out_indices= wins
         **kwargs)
 
 

@@ -4,7 +4,9 @@ at their released input sizes (224x224; InLine-DeiT-S 288, -B 448), against the 
     python tools/analysis_tools/classifier_flops.py [--models inline_swin_tiny ... inline_deit_base]
         [--size 224] [--reference swin_tiny_patch4_window7_224 ...]
 
-``--size`` counts every model at that size instead (the paper's figures are at the released sizes).
+``--size`` counts every model at that size instead (the paper's figures are at the released sizes); InLine-DeiT takes
+it through timm's ViT flags ``dynamic_img_size`` and ``dynamic_img_pad`` (its position embedding resampled to the
+grid, the sides zero-padded to whole patches).
 
 FLOPs are multiply-adds of one image counted by mmengine's ``FlopAnalyzer`` through
 ``inline_backbones.analysis.flop_analyzer`` (linear layers, convolutions, attention matmuls and InLine's
@@ -30,8 +32,9 @@ PAPER = {'inline_swin_tiny': (30e6, 4.5e9), 'inline_swin_small': (50e6, 8.7e9), 
 
 def count(name, size=None):
     """(params, FLOPs, FLOPs by operator) of timm model ``name`` on one ``size`` x ``size`` image (None: the input
-    size of its pretrained cfg, the released one)."""
-    model = timm.create_model(name).eval()
+    size of its pretrained cfg, the released one; InLine-DeiT at ``size`` with its dynamic size and padding)."""
+    flags = dict(dynamic_img_size=True, dynamic_img_pad=True) if size and name.startswith('inline_deit_') else {}
+    model = timm.create_model(name, **flags).eval()
     size = size or model.pretrained_cfg['input_size'][-1]
     params = sum(p.numel() for p in model.parameters())
     with torch.no_grad():
