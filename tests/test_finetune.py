@@ -10,6 +10,7 @@ import os
 import os.path as osp
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -378,3 +379,275 @@ def test_a_class_string_without_its_comma_is_refused():
     with pytest.raises(ClassMismatchError, match=r"is the string 'disc', not a tuple of names: a tuple of one class "
                                                  r"is written \('disc',\)"):
         check_classes('disc', [], {})
+
+
+# Semantic segmentation: tools/misc/finetune_config.py --task seg (inline_backbones/finetune_seg.py), docs/finetune.md
+# section 9.
+SEG_DOC_CONFIG = 'configs/finetune_my_seg_data.py'
+SHAPES_CLASSES = ('background', 'disc', 'box', 'triangle', 'hexagon')
+# The written UperNet InLine-Swin-T shrunk to train on a CPU in a second: a child of the written config.
+SEG_TINY = """_base_ = './written.py'
+model = dict(
+    backbone=dict(init_cfg=None, arch=dict(_delete_=True, embed_dims=32, depths=[1, 1, 1, 1], num_heads=[1, 2, 4, 8]),
+                  attn_type='IIIS', drop_path_rate=0.0),
+    decode_head=dict(in_channels=[32, 64, 128, 256], channels=32),
+    auxiliary_head=dict(in_channels=128, channels=16))
+train_cfg = dict(max_iters=2, val_interval=2)
+default_hooks = dict(logger=dict(interval=1))
+train_dataloader = dict(num_workers=0, persistent_workers=False)
+val_dataloader = dict(num_workers=0, persistent_workers=False)
+test_dataloader = val_dataloader
+"""
+
+
+def _seg_folder(root, num_train=2, num_val=1, seed=0):
+    """A generated shapes folder in mmseg's layout (img_dir/, ann_dir/, no COCO json); label values 0-4."""
+    generate_shapes_dataset(str(root), num_train=num_train, num_val=num_val, seed=seed)
+    os.rename(root / 'images', root / 'img_dir')
+    os.rename(root / 'labels', root / 'ann_dir')
+    shutil.rmtree(root / 'annotations')
+    return root
+
+
+def _map_values(root):
+    """The values of the label maps under ``root/ann_dir``, read with OpenCV."""
+    import cv2
+    import numpy as np
+
+    return sorted({int(v) for path in glob.glob(str(root / 'ann_dir' / '*' / '*.png'))
+                   for v in np.unique(cv2.imread(path, cv2.IMREAD_UNCHANGED))})
+
+
+def _write_seg_config(capsys, *argv):
+    """tools/misc/finetune_config.py run with ``argv``: (the written config, what it printed)."""
+    from tool_modules import load_tool
+
+    out = argv[argv.index('--out') + 1]
+    load_tool('tools/misc/finetune_config.py').main(list(argv))
+    return Config.fromfile(out), capsys.readouterr().out
+
+
+def test_segmentation_config_follows_the_folder(tmp_path, capsys):
+    """A folder in mmseg's layout (found without --task) and a classes file: the config's classes, palette,
+    num_classes of both heads, ignore_index, reduce_zero_label, datasets, crop and schedule are the folder's and the
+    options'; the tool says which values the maps hold."""
+    root = _seg_folder(tmp_path / 'seg')
+    (tmp_path / 'classes.txt').write_text('\n'.join(SHAPES_CLASSES) + '\n')
+    out = str(tmp_path / 'configs' / 'seg.py')
+    cfg, printed = _write_seg_config(capsys, str(root), '--classes', str(tmp_path / 'classes.txt'), '--crop-size',
+                                     '256', '--iters', '1000', '--out', out)
+    assert _map_values(root) == [0, 1, 2, 3, 4]
+    assert 'values found: 0-4' in printed and '5 classes (names from' in printed
+    assert 'reduce_zero_label=False: value v is class v' in printed
+    assert cfg.classes == SHAPES_CLASSES and cfg.num_classes == 5 and cfg.ignore_index == 255
+    assert len(cfg.palette) == 5 and len(set(cfg.palette)) == 5
+    assert cfg.model.decode_head.num_classes == cfg.model.auxiliary_head.num_classes == 5
+    assert cfg.model.decode_head.ignore_index == cfg.model.auxiliary_head.ignore_index == 255
+    assert cfg.model.data_preprocessor.size == (256, 256) and cfg.model.data_preprocessor.seg_pad_val == 255
+    assert cfg.model.backbone.type == 'inline_backbones.InLineSwinTransformer'
+    for split, loader in (('train', cfg.train_dataloader), ('val', cfg.val_dataloader), ('val', cfg.test_dataloader)):
+        dataset = loader.dataset
+        assert dataset.type == 'BaseSegDataset' and dataset.data_root == str(root) + '/'
+        assert dataset.data_prefix == dict(img_path=f'img_dir/{split}', seg_map_path=f'ann_dir/{split}')
+        assert (dataset.img_suffix, dataset.seg_map_suffix) == ('.jpg', '.png')
+        assert dataset.metainfo == dict(classes=SHAPES_CLASSES, palette=cfg.palette)
+        assert dataset.reduce_zero_label is False and dataset.ignore_index == 255
+        assert [s for s in dataset.pipeline if s.type == 'LoadAnnotations'] == [dict(type='LoadAnnotations')]
+    steps = {s.type: s for s in cfg.train_dataloader.dataset.pipeline}
+    assert steps['RandomCrop'].crop_size == (256, 256) and steps['RandomResize'].scale == (1024, 256)
+    assert [s.scale for s in cfg.test_dataloader.dataset.pipeline if s.type == 'Resize'] == [(1024, 256)]
+    assert cfg.val_evaluator.type == 'IoUMetric' and cfg.val_evaluator.ignore_index == 255
+    assert cfg.train_cfg.max_iters == 1000
+    assert cfg.train_cfg.val_interval == cfg.default_hooks.checkpoint.interval == 100
+    warmup, poly = cfg.param_scheduler
+    assert (warmup.type, warmup.end, poly.type, poly.begin, poly.end) == ('LinearLR', 100, 'PolyLR', 100, 1000)
+
+    again, _ = _write_seg_config(capsys, str(root), '--classes', str(tmp_path / 'classes.txt'), '--out',
+                                 str(tmp_path / 'again.py'))
+    assert again.palette == cfg.palette                                   # generated the same way every run
+
+
+def test_segmentation_classes_from_the_values_and_reduce_zero_label(tmp_path, capsys):
+    """Without a classes file, one class per value up to the largest; --reduce-zero-label ignores 0 and numbers the
+    classes from value 1 (in the datasets, whose LoadAnnotations take it); a palette file is taken as written."""
+    root = _seg_folder(tmp_path / 'seg')
+    plain, printed = _write_seg_config(capsys, str(root), '--task', 'seg', '--out', str(tmp_path / 'plain.py'))
+    assert plain.classes == tuple(f'value_{v}' for v in _map_values(root))
+    assert "names from the label maps' values" in printed
+    palette = [(0, 0, 0), (255, 0, 0), (0, 255, 0), (0, 0, 255)]
+    (tmp_path / 'palette.txt').write_text('\n'.join(' '.join(map(str, c)) for c in palette))
+    reduced, printed = _write_seg_config(capsys, str(root), '--reduce-zero-label', '--palette',
+                                         str(tmp_path / 'palette.txt'), '--out', str(tmp_path / 'reduced.py'))
+    assert reduced.classes == tuple(f'value_{v}' for v in _map_values(root) if v) and reduced.palette == palette
+    assert reduced.model.decode_head.num_classes == reduced.model.auxiliary_head.num_classes == 4
+    assert 'ignored pixels: 0 (' in printed and 'value 0 is unlabelled, value v is class v-1' in printed
+    assert [loader.dataset.reduce_zero_label for loader in (reduced.train_dataloader, reduced.val_dataloader)] == [
+        True, True]
+
+
+@pytest.mark.parametrize('base', ['inline-cswin-tiny-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py',
+                                  'fpn_inline-pvt-t_8xb2-40k_ade20k-512x512.py'])
+def test_segmentation_config_on_another_recipe_has_the_classes_in_every_head(tmp_path, capsys, base):
+    """--base: InLine-CSwin UperNet (decode and auxiliary heads), InLine-PVT Semantic FPN (a decode head only, no
+    warm-up in its recipe)."""
+    root = _seg_folder(tmp_path / 'seg')
+    cfg, _ = _write_seg_config(capsys, str(root), '--base', f'mmseg_configs/{base}', '--iters', '500', '--out',
+                               str(tmp_path / 'seg.py'))
+    assert cfg.model.decode_head.num_classes == 5
+    if 'pvt' in base:
+        assert cfg.model.backbone.type == 'inline_backbones.InLinePVT' and 'auxiliary_head' not in cfg.model
+        assert [(s.type, s.begin, s.end) for s in cfg.param_scheduler] == [('PolyLR', 0, 500)]
+    else:
+        assert cfg.model.backbone.type == 'inline_backbones.InLineCSwinTransformer'
+        assert cfg.model.auxiliary_head.num_classes == 5
+        assert [s.type for s in cfg.param_scheduler] == ['LinearLR', 'PolyLR']
+
+
+def test_segmentation_options_are_refused_for_detection_and_the_other_way(tmp_path, capsys):
+    """A COCO folder stays detection (its command line unchanged) and refuses segmentation options without --task
+    seg; a folder in mmseg's layout refuses detection options; an unknown --base and a warm-up as long as the run are
+    one-line errors."""
+    from tool_modules import load_tool
+
+    from inline_backbones.tool_inputs import ToolInputError
+
+    main = load_tool('tools/misc/finetune_config.py').main
+    coco = tmp_path / 'coco'
+    generate_shapes_dataset(str(coco), num_train=1, num_val=1, seed=0)
+    with pytest.raises(SystemExit):
+        main([str(coco), '--img-dir', 'images', '--ann-dir', 'labels', '--reduce-zero-label'])
+    assert ('--img-dir, --ann-dir, --reduce-zero-label: for --task seg, and this is --task det'
+            in capsys.readouterr().err)
+    seg = _seg_folder(tmp_path / 'seg', num_train=1, num_val=1)
+    with pytest.raises(SystemExit):
+        main([str(seg), '--detector', 'cascade'])
+    assert '--detector: for --task det, and this is --task seg' in capsys.readouterr().err
+    with pytest.raises(ToolInputError, match=r'^--base upernet\.py: not one of the ADE20K recipes of mmseg_configs/: '
+                                             r'fpn_inline-pvt-l_8xb2-40k_ade20k-512x512\.py, '):
+        main([str(seg), '--base', 'upernet.py', '--out', str(tmp_path / 'seg.py')])
+    with pytest.raises(ToolInputError, match=r'^--warmup-iters 100: the warm-up must end before training does '
+                                             r'\(--iters 100\)$'):
+        main([str(seg), '--iters', '100', '--warmup-iters', '100', '--out', str(tmp_path / 'seg.py')])
+    assert not (tmp_path / 'seg.py').exists()
+
+
+def _label_map(path, values):
+    """A 16x16 label map at ``path`` with the ``values`` in horizontal bands."""
+    import cv2
+    import numpy as np
+
+    cv2.imwrite(str(path), np.repeat(np.array(values, np.uint8), 16 // len(values) + 1)[:16, None].repeat(16, 1))
+
+
+def test_segmentation_folder_errors_are_one_line_and_name_the_fix(tmp_path):
+    """Missing folders, images and maps whose names do not pair, label values that are no class, a classes file
+    with more names than the maps reach and a colour label map are refused with one line naming them."""
+    import cv2
+    import numpy as np
+
+    from inline_backbones.finetune_seg import read_folder
+    from inline_backbones.tool_inputs import ToolInputError
+
+    def refused(root, pattern, **options):
+        with pytest.raises(ToolInputError, match=pattern) as err:
+            read_folder(str(root), **options)
+        assert '\n' not in str(err.value)
+
+    root = _seg_folder(tmp_path / 'seg', num_train=4, num_val=1)
+    refused(tmp_path / 'nowhere', r"^data folder not found: '.*/nowhere'$")
+    refused(root, r"^no train image folder '.*/seg/images/train' \(set it with --img-dir / --train-split; '.*/seg' "
+                  r'has the folders: ann_dir, img_dir\)$', img_dir='images')
+    refused(root, r"^no val image folder '.*/seg/img_dir/validation' \(set it with --img-dir / --val-split",
+            val_split='validation')
+    refused(root, r"^no train label-map folder '.*/seg/labels/train' \(set it with --ann-dir / --train-split",
+            ann_dir='labels')
+    for name in ('00002', '00003', '00004'):
+        os.rename(root / 'ann_dir' / 'train' / f'{name}.png', root / 'ann_dir' / 'train' / f'{name}_mask.png')
+    refused(root, r'^3 of the 4 images in .* have no label map NAME\.png in .*: 00002\.jpg, 00003\.jpg, 00004\.jpg; '
+                  r'3 label maps have no image NAME\.jpg: 00002_mask\.png, 00003_mask\.png, 00004_mask\.png ')
+    for name in ('00002', '00003', '00004'):
+        (root / 'ann_dir' / 'train' / f'{name}_mask.png').unlink()
+        (root / 'img_dir' / 'train' / f'{name}.jpg').unlink()
+
+    classes = tmp_path / 'classes.txt'
+    classes.write_text('background\ndisc\nbox\ntriangle\n')             # 4 names, values 0-4 in the maps
+    refused(root, r'^label values 4 are not classes of .*classes.txt \(4 names: values 0-3\) nor the ignore index '
+                  r'255: found in .*\. If value 0 marks unlabelled pixels rather than a class, add '
+                  r'--reduce-zero-label', classes_file=str(classes))
+    _label_map(root / 'ann_dir' / 'val' / '00001.png', [0, 1, 7, 9, 255])
+    refused(root, r"^label values 7, 9 are not classes of .* nor the ignore index 255: found in '?.*val/00001\.png",
+            classes_file=str(classes), reduce_zero_label=True)
+    classes.write_text('\n'.join(SHAPES_CLASSES + ('star', 'ring')) + '\n')
+    _label_map(root / 'ann_dir' / 'val' / '00001.png', [0, 1, 255])
+    refused(root, r'has 7 classes \(values 0-6\) but the largest class value in the label maps is 4: star, ring would '
+                  r'have no pixel\. .*--allow-absent-classes', classes_file=str(classes))
+    assert read_folder(str(root), classes_file=str(classes), allow_absent=True).classes[-2:] == ('star', 'ring')
+    cv2.imwrite(str(root / 'ann_dir' / 'val' / '00001.png'), np.zeros((16, 16, 3), np.uint8))
+    refused(root, r"00001\.png' has 3 channels: a label map has one")
+
+
+def seg_doc_commands():
+    """The shell commands of docs/finetune.md's segmentation section that make, configure, train, test and infer
+    with its example folder, in the page's order."""
+    with open(DOC) as f:
+        section = f.read().split('## 9. Semantic segmentation')[1]
+    starts = ('python tools/misc/make_shapes_dataset.py --root data/my_seg_dataset', 'printf ',
+              'python tools/misc/finetune_config.py data/my_seg_dataset', f'python tools/train.py {SEG_DOC_CONFIG}',
+              f'python tools/test.py {SEG_DOC_CONFIG}', f'python tools/infer.py {SEG_DOC_CONFIG}')
+    lines = [line.strip() for line in section.splitlines() if line.startswith(starts)]
+    assert [next(s for s in starts if line.startswith(s)) for line in lines] == list(starts), lines
+    return lines
+
+
+@pytest.mark.slow
+def test_doc_commands_fine_tune_test_and_infer_a_segmentor(tmp_path, monkeypatch, capsys):
+    """docs/finetune.md's segmentation route on a small generated folder (3 training and 2 validation images): the
+    page's commands as written, run in this process (each tool as ``python tools/<tool>.py`` runs it; a process of
+    its own would spend most of the time importing mmseg again), with the model of the written config shrunk (a
+    child config at the page's path, SEG_TINY) and 2 iterations: the config from the folder, training, the test's
+    mIoU, the inference's label maps."""
+    import runpy
+
+    import cv2
+
+    make, printf, write, train, test, infer = seg_doc_commands()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv('LOCAL_RANK', '0')         # mmseg's tools set it where it is missing: not for later tests
+    root = shlex.split(make)[shlex.split(make).index('--root') + 1]
+    generate_shapes_dataset(root, num_train=3, num_val=2, seed=3)
+    subprocess.run(printf, shell=True, check=True)
+    _write_seg_config(capsys, *shlex.split(write)[2:])
+    os.rename(SEG_DOC_CONFIG, 'configs/written.py')
+    with open(SEG_DOC_CONFIG, 'w') as f:
+        f.write(SEG_TINY)
+
+    def run_tool(command):
+        """``python tools/<tool>.py ...`` in this process: its words, and what it printed."""
+        words = shlex.split(command)
+        monkeypatch.setattr(sys, 'argv', words[1:])
+        runpy.run_path(osp.join(ROOT, words[1]), run_name='__main__')
+        printed = capsys.readouterr()
+        return words, printed.out + printed.err
+
+    words, _ = run_tool(train)
+    work_dir = words[words.index('--work-dir') + 1]
+    (log,) = glob.glob(osp.join(work_dir, '*', '*.log'))
+    with open(log) as f:
+        log = f.read()
+    assert 'Iter(train) [2/2]' in log and 'mIoU' in log
+    checkpoint = f'{work_dir}/iter_2.pth'
+    assert osp.isfile(checkpoint)
+    for command in (test, infer):
+        assert shlex.split(command)[3] == f'{work_dir}/iter_4000.pth'     # the page's: the last of its 4000
+    words, _ = run_tool(test.replace(f'{work_dir}/iter_4000.pth', checkpoint))
+    (metrics_file,) = glob.glob(osp.join(words[words.index('--work-dir') + 1], '*', '*.json'))
+    with open(metrics_file) as f:
+        metrics = json.load(f)
+    assert isinstance(metrics['mIoU'], float) and 0 <= metrics['mIoU'] <= 100
+    words, printed = run_tool(infer.replace(f'{work_dir}/iter_4000.pth', checkpoint))
+    out_dir = words[words.index('--out-dir') + 1]
+    assert f'[infer] visualisations written to {out_dir}/vis' in printed
+    predictions = sorted(glob.glob(osp.join(out_dir, 'pred', '*.png')))
+    assert [osp.basename(p) for p in predictions] == ['00001.png', '00002.png']
+    assert all(cv2.imread(p, cv2.IMREAD_UNCHANGED).max() < len(SHAPES_CLASSES) for p in predictions)
+    assert len(glob.glob(osp.join(out_dir, 'vis', '*.jpg'))) == 2
