@@ -14,17 +14,22 @@ swaps its backbone, and the list of what changed and what could not (behind ``to
 * **padding-aware mode** with the region preprocessor, where the recipe's data path is mmdet's
   ``DetDataPreprocessor`` or mmseg's ``SegDataPreProcessor`` (whose subclasses attach each image's region); another
   preprocessor (e.g. ``TrackDataPreprocessor``) keeps the mode off;
-* **weight decay**: a recipe that keeps norms and bias tables out of weight decay (``paramwise_cfg.custom_keys``)
-  keeps InLine's position-dependent local residual (``attn.residual``) out too, as the InLine configs do
-  (docs/finetune.md).
+* **the optimizer's keys**: a recipe's ``paramwise_cfg.custom_keys`` that name parts of its Swin
+  (``backbone.stages.{i}.blocks.{j}.norm``) are added in the InLine backbone's names, and InLine's local residual
+  (``attn.residual``) is kept out of weight decay at the rate the recipe gives its block's attention; every
+  backbone parameter is then checked to get what the recipe gives its Swin counterpart
+  (:mod:`~inline_backbones.recipe_optimizer`).
 
 :func:`render` writes the child config's text. Errors are :class:`RecipeError` with one line saying what and why.
 """
+import ast
+import functools
 import os
 import os.path as osp
 import textwrap
 from dataclasses import dataclass, field
 
+from . import recipe_optimizer
 from .models.upstream_args import PVT_ARGS, SWIN_ARGS, Arch, Fixed, translate
 
 # The upstream backbone type -> (InLine backbone class name, the family's argument table, family name).
@@ -130,9 +135,9 @@ def plan(recipe, padding_aware=True, layout=None):
     swap = Swap(base=base_name(recipe), task=task, family=family, backbone={})
     _swap_backbone(swap, upstream, cls_name, table, layout)
     _swap_preprocessor(swap, model.get('data_preprocessor'), padding_aware)
-    _swap_optimizer(swap, _plain(cfg.to_dict().get('optim_wrapper') or {}))
     swap.custom_imports = _imports(cfg.get('custom_imports'), swap)
-    build_backbone(swap.backbone, recipe)
+    inline = build_backbone(swap.backbone, recipe)
+    _swap_optimizer(swap, _plain(cfg.to_dict().get('optim_wrapper') or {}), upstream, inline, table)
     if cfg.get('load_from'):
         swap.load_from = True
         swap.cannot.append(f'load_from: the recipe fine-tunes a whole {table.upstream} model ({cfg.load_from}); '
@@ -218,12 +223,50 @@ def _swap_preprocessor(swap, preprocessor, padding_aware):
     swap.changed.append(line)
 
 
-def _swap_optimizer(swap, optim_wrapper):
-    custom = (optim_wrapper.get('paramwise_cfg') or {}).get('custom_keys')
-    if isinstance(custom, dict) and optim_wrapper.get('constructor') in (None, 'DefaultOptimWrapperConstructor'):
-        swap.optim_wrapper = {'paramwise_cfg': {'custom_keys': {'attn.residual': {'decay_mult': 0.}}}}
-        swap.changed.append("weight decay: none on the InLine local residual's kernel generator (attn.residual), "
-                            "as the recipe's custom_keys do for norms and bias tables")
+def _swap_optimizer(swap, optim_wrapper, upstream, inline, table):
+    """The recipe's ``paramwise_cfg.custom_keys`` in the InLine backbone's names, the local residual's key, and the
+    check that every backbone parameter gets what the recipe gives its upstream counterpart
+    (:mod:`~inline_backbones.recipe_optimizer`)."""
+    paramwise = optim_wrapper.get('paramwise_cfg') or {}
+    custom = paramwise.get('custom_keys')
+    if not isinstance(custom, dict):
+        return
+    if optim_wrapper.get('constructor') not in (None, 'DefaultOptimWrapperConstructor'):
+        swap.cannot.append(f"optimizer: the recipe's constructor {optim_wrapper['constructor']!r} reads its own "
+                           "keys; its custom_keys are kept as they are, not translated to the InLine backbone's names")
+        return
+    keys = recipe_optimizer.translate_keys(paramwise, upstream_backbone(swap.task, upstream, swap.base), inline,
+                                           table, swap.family)
+    swap.optim_wrapper = {'paramwise_cfg': {'custom_keys': keys.keys}}
+    swap.changed += keys.changed
+    swap.cannot += keys.cannot
+
+
+def upstream_backbone(task, upstream, where):
+    """The recipe's own backbone (mmdet's or mmseg's ``SwinTransformer`` / ``PyramidVisionTransformer``) from its
+    dict without its ``init_cfg`` (nothing downloaded), on the meta device: built on the CPU (mmdet's Swin reads its
+    drop-path rates with ``.item()``, which the meta device cannot) and moved there, once per dict and process."""
+    cfg = dict(upstream, init_cfg=None)
+    try:
+        return _upstream_backbone(task, repr(cfg))
+    except (KeyError, TypeError, ValueError) as err:
+        raise RecipeError(f'{where}: its own backbone does not build ({err}), so its optimizer keys cannot be '
+                          'compared with the InLine backbone\'s') from None
+
+
+@functools.cache
+def _upstream_backbone(task, cfg):
+    from mmengine.registry import DefaultScope
+
+    if task == 'mmdet':
+        from mmdet.registry import MODELS
+        from mmdet.utils import register_all_modules
+    else:
+        from mmseg.registry import MODELS
+        from mmseg.utils import register_all_modules
+    register_all_modules(init_default_scope=False)
+    with DefaultScope.overwrite_default_scope(task):
+        return MODELS.build(ast.literal_eval(cfg)).to('meta')
 
 
 def _imports(existing, swap):

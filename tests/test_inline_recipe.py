@@ -102,8 +102,10 @@ def test_child_config_of_every_recipe(path, tmp_path):
     assert child.custom_imports.imports == ([own] if isinstance(own, str) else own) + ['inline_backbones'] + (
         [region_module] if kind in REGION else [])
     keys = ((recipe.get('optim_wrapper') or {}).get('paramwise_cfg') or {}).get('custom_keys')
-    assert (_plain(child.optim_wrapper.paramwise_cfg.custom_keys.get('attn.residual')) == dict(decay_mult=0.)) if keys \
-        else 'attn.residual' not in str(child.get('optim_wrapper'))
+    added = set(swap.optim_wrapper['paramwise_cfg']['custom_keys']) if keys else set()
+    assert bool(added) == bool(keys) and 'attn.residual' not in str(child.get('optim_wrapper')) or keys
+    # the keys the child adds name parts of the backbone or the residual, and none is one of the recipe's
+    assert all(k.startswith('backbone.') or k == 'attn.residual' for k in added) and not added & set(keys or {})
     fixed = sorted(k for k, v in upstream.items() if isinstance(SWIN_ARGS.args.get(k) if 'Swin' in upstream['type']
                                                                       else PVT_ARGS.args.get(k), Fixed))
     dropped = [line for line in swap.changed if line.startswith('dropped')]
@@ -117,10 +119,87 @@ def test_child_config_of_every_recipe(path, tmp_path):
         cfg['model']['data_preprocessor'].pop('test_cfg', None) if kind == 'SegDataPreProcessor' else None
         cfg.pop('custom_imports', None)
         cfg.pop('load_from', None)
-        (cfg.get('optim_wrapper', {}).get('paramwise_cfg') or {}).get('custom_keys', {}).pop('attn.residual', None)
+        for key in added:
+            (cfg.get('optim_wrapper', {}).get('paramwise_cfg') or {}).get('custom_keys', {}).pop(key, None)
     assert mine == theirs
     assert child.get('load_from') is None
     assert (recipe.get('load_from') is not None) == any(line.startswith('load_from') for line in swap.cannot)
+
+
+KEYED = [r for r in RECIPES if ((Config.fromfile(r if isinstance(r, str) else r.values[0]).get('optim_wrapper') or {})
+                                 .get('paramwise_cfg') or {}).get('custom_keys')]
+
+
+def _groups(backbone, optim_wrapper):
+    """``{parameter name: (lr, weight_decay)}`` of the optimizer mmengine's ``build_optim_wrapper`` makes from
+    ``optim_wrapper`` for a model holding only ``backbone`` (as ``model.backbone``), one group a parameter."""
+    from mmengine.optim import build_optim_wrapper
+
+    holder = torch.nn.Module()
+    holder.backbone = backbone
+    cfg = dict(_plain(optim_wrapper), type='OptimWrapper')    # the recipe's AmpOptimWrapper needs a GPU
+    cfg.pop('loss_scale', None)
+    optimizer = build_optim_wrapper(holder, cfg).optimizer
+    names = {id(p): name for name, p in holder.named_parameters()}
+    groups = {}
+    for group in optimizer.param_groups:
+        for p in group['params']:
+            groups[names[id(p)]] = (group['lr'], group['weight_decay'])
+    return groups
+
+
+@pytest.mark.parametrize('path', KEYED, ids=lambda r: recipe_id(r if isinstance(r, str) else r.values[0]))
+def test_child_optimizer_equals_the_recipes(path, tmp_path):
+    """mmengine's optimizer for the child config gives every InLine backbone parameter the lr and weight decay the
+    recipe's optimizer gives its Swin counterpart (named by the checkpoint converter, mmdet -> released names): the
+    recipe's per-block norm keys reach InLine's norms, its backbone-wide lr_mult InLine's every weight; the local
+    residual (no Swin counterpart) gets its block's attention's lr and no weight decay. Every translated key is said."""
+    from inline_backbones.models import InLineSwinTransformer
+    from inline_backbones.models.families.swin_checkpoint import from_mmdet_swin
+    from inline_backbones.upstream_recipe import upstream_backbone
+
+    recipe = Config.fromfile(path)
+    upstream = dict(recipe.model.backbone)
+    size, _, stages = _size(upstream)
+    swap = plan(recipe_id(path), layout=None if size else 'IIIS' + 'S' * (stages - 4))
+    child = Config.fromfile(write(swap, str(tmp_path / osp.basename(path))))
+    theirs_module = upstream_backbone(recipe.default_scope, _plain(upstream), path)
+    with torch.device('meta'):
+        ours_module = InLineSwinTransformer(**{k: v for k, v in _plain(child.model.backbone).items()
+                                               if k not in ('type', 'init_cfg')})
+    theirs = _groups(theirs_module, recipe.optim_wrapper)
+    ours = _groups(ours_module, child.optim_wrapper)
+    names = dict(zip(from_mmdet_swin(dict(theirs_module.named_parameters())), dict(theirs_module.named_parameters()),
+                     strict=True))
+    residual = [name for name in ours if '.attn.residual.' in name]
+    assert residual and len(ours) - len(residual) == sum('backbone.' + names.get(n[9:], '?') in theirs for n in ours)
+    for name, got in ours.items():
+        if name in residual:
+            block = name.partition('.attn.residual.')[0]
+            assert got == (ours[block + '.attn.proj.weight'][0], 0.), name
+        else:
+            assert got == pytest.approx(theirs['backbone.' + names[name[len('backbone.'):]]]), name
+    translated = [k for k in recipe.optim_wrapper.paramwise_cfg.custom_keys if k.startswith('backbone.stages.')]
+    assert bool(translated) == any(line.startswith("optimizer key 'backbone.stages.") for line in swap.changed)
+    assert not any(line.startswith('optimizer') for line in swap.cannot)
+
+
+def test_mask2former_child_keeps_norms_out_of_decay_at_the_backbones_rate(tmp_path):
+    """mmdet's Mask2Former Swin-T: the recipe's lr 1e-4 x 0.1 on the backbone, weight decay 0.05 but none on its
+    norms; the child's InLine norms and residual get the same (they got 0.05 and lr x 1 when the keys named mmdet's
+    Swin only)."""
+    swap = plan('mmdet::mask2former/mask2former_swin-t-p4-w7-224_8xb2-lsj-50e_coco.py')
+    child = Config.fromfile(write(swap, str(tmp_path / 'm2f.py')))
+    from inline_backbones.models import InLineSwinTransformer
+    with torch.device('meta'):
+        groups = _groups(InLineSwinTransformer(arch='tiny'), child.optim_wrapper)
+    assert groups['backbone.layers.2.blocks.5.norm2.weight'] == pytest.approx((1e-5, 0.))
+    assert groups['backbone.layers.1.downsample.norm.bias'] == pytest.approx((1e-5, 0.))
+    assert groups['backbone.layers.2.blocks.5.attn.residual.2.weight'] == pytest.approx((1e-5, 0.))
+    assert groups['backbone.layers.2.blocks.5.attn.qkv.weight'] == pytest.approx((1e-5, 0.05))
+    assert groups['backbone.patch_embed.proj.weight'] == pytest.approx((1e-5, 0.05))
+    assert "'backbone.stages.{i}.blocks.{j}.norm' -> 'backbone.layers.{i}.blocks.{j}.norm' (12 keys)" in \
+        '\n'.join(swap.changed)
 
 
 MASK_RCNN_T = """\

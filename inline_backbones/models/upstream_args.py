@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from urllib.parse import urlparse
 
 from ..released import PVT_ARCH_CHECKPOINTS, SWIN_ARCH_CHECKPOINTS
+from .families.swin_checkpoint import mmdet_swin_name
 
 
 @dataclass(frozen=True)
@@ -45,12 +46,15 @@ class Fixed:
 class Table:
     """A family's upstream arguments: ``upstream`` (what errors call the upstream model), ``args`` (name -> kind),
     ``arch(given) -> dict`` (the arch keys the given arguments fix), ``defaults(arch) -> dict`` (what a custom arch
-    dict takes for the keys they leave open), ``checkpoints`` (preset name -> released InLine checkpoint)."""
+    dict takes for the keys they leave open), ``checkpoints`` (preset name -> released InLine checkpoint),
+    ``param_name(name) -> name`` (an upstream parameter's or module's name -> ours, the family's checkpoint
+    converter's renaming; None where the names are not converted)."""
     upstream: str
     args: dict
     arch: object
     defaults: object
     checkpoints: dict
+    param_name: object = None
 
 
 def _is(expected):
@@ -133,7 +137,8 @@ SWIN_ARGS = Table(
         init_cfg=Honoured()),
     arch=_swin_arch,
     defaults=lambda arch: {},
-    checkpoints=SWIN_ARCH_CHECKPOINTS)
+    checkpoints=SWIN_ARCH_CHECKPOINTS,
+    param_name=mmdet_swin_name)
 
 _PVT_V1_HEADS = [1, 2, 5, 8]
 

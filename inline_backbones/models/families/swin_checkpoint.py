@@ -74,18 +74,28 @@ def from_mmdet_swin(state_dict):
     """
     converted = {}
     for key, value in state_dict.items():
-        if key.startswith('patch_embed.projection.'):
-            key = 'patch_embed.proj.' + key[len('patch_embed.projection.'):]
-        elif key.startswith('stages.'):
-            key = 'layers.' + key[len('stages.'):]
-            for old, new in _MMDET_BLOCK_NAMES:
-                key = key.replace(old, new)
-            if re.fullmatch(r'layers\.\d+\.downsample\.reduction\.weight', key) and value.dim() == 2:
-                value = _reduction_from_unfold(value)
-            elif re.fullmatch(r'layers\.\d+\.downsample\.norm\.(weight|bias)', key) and value.dim() == 1:
-                value = _norm_from_unfold(value)
+        key, moved = mmdet_swin_name(key), key.startswith('stages.')
+        if moved and re.fullmatch(r'layers\.\d+\.downsample\.reduction\.weight', key) and value.dim() == 2:
+            value = _reduction_from_unfold(value)
+        elif moved and re.fullmatch(r'layers\.\d+\.downsample\.norm\.(weight|bias)', key) and value.dim() == 1:
+            value = _norm_from_unfold(value)
         converted[key] = value
     return converted
+
+
+def mmdet_swin_name(name):
+    """The released name of an mmdet / mmpretrain ``SwinTransformer`` parameter, or of the start of one (a module
+    path, as optimizer keys name parts of a model): ``patch_embed.projection`` -> ``patch_embed.proj``,
+    ``stages`` -> ``layers``, ``attn.w_msa`` -> ``attn``, ``ffn.layers.0.0`` / ``ffn.layers.1`` ->
+    ``mlp.fc1`` / ``mlp.fc2``. Other names are returned as they are."""
+    if name.startswith('patch_embed.projection'):
+        return 'patch_embed.proj' + name[len('patch_embed.projection'):]
+    if not name.startswith('stages.'):
+        return name
+    name = 'layers.' + name[len('stages.'):] + '.'
+    for old, new in _MMDET_BLOCK_NAMES:
+        name = name.replace(old, new)
+    return name[:-1]
 
 
 def detect_format(state_dict):
@@ -128,4 +138,4 @@ def checkpoint_filter_fn(state_dict, model):
     return FilteredStateDict(state_dict, optional_prefixes=optional, hint=HINT)
 
 
-__all__ = ['HINT', 'RELEASED_BUFFERS', 'checkpoint_filter_fn', 'detect_format', 'from_mmdet_swin']
+__all__ = ['HINT', 'RELEASED_BUFFERS', 'checkpoint_filter_fn', 'detect_format', 'from_mmdet_swin', 'mmdet_swin_name']
