@@ -628,3 +628,10 @@ def test_cuda_peak_memory_is_the_allocators_peak_above_the_start(monkeypatch):
     monkeypatch.setattr(torch.cuda, 'max_memory_allocated', lambda device: 7.5 * 2 ** 20)
     assert memory.cuda_peak_mb(lambda: seen.append('call'), torch.device('cuda')) == 4.5
     assert seen == ['synchronize', 'empty_cache', 'reset', 'call', 'synchronize']
+
+
+@pytest.mark.parametrize('task', ['mask-rcnn', 'upernet'])
+def test_a_task_without_models_takes_every_model_it_has_a_config_for(task):
+    """``--task`` alone times the task's own models (the backbone default's mmdet Swin has no UperNet config)."""
+    assert [str(n) for n in parse_args(['--task', task]).models] == list(names.TASK_CONFIGS[task])
+

@@ -112,7 +112,8 @@ def positive_float(text):
 def build_parser():
     parser = argparse.ArgumentParser(description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--models', nargs='+', metavar='NAME',
-                        help=f'models to time (default: {" ".join(DEFAULT_MODELS)})')
+                        help=f'models to time (default: {" ".join(DEFAULT_MODELS)}; with --task, every model '
+                             'that task has a config for)')
     parser.add_argument('--sizes', nargs='+', type=parse_size, metavar='HxW',
                         help='input sizes, HxW or one side (default: 512x512 800x1333 1024x1024 1536x1536 2048x2048; '
                         '224x224 with --window-sizes)')
@@ -238,7 +239,8 @@ def parse_args(argv=None):
     if args.task != 'backbone' and args.train:
         parser.error('--train times backbones: drop --task')
     if not args.window_sizes:
-        args.models = _names(parser, '--models', args.models, args) or [parse(m) for m in DEFAULT_MODELS]
+        default = DEFAULT_MODELS if args.task == 'backbone' else list(TASK_CONFIGS[args.task])
+        args.models = _names(parser, '--models', args.models, args) or [parse(m) for m in default]
     if args.padding_aware:
         args.models = list(dict.fromkeys(n for name in args.models for n in (name, padding_aware_twin(name)) if n))
     args.sizes = args.sizes or [parse_size(s) for s in (['224x224'] if args.window_sizes else SIZES)]
