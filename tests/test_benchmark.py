@@ -635,3 +635,9 @@ def test_a_task_without_models_takes_every_model_it_has_a_config_for(task):
     """``--task`` alone times the task's own models (the backbone default's mmdet Swin has no UperNet config)."""
     assert [str(n) for n in parse_args(['--task', task]).models] == list(names.TASK_CONFIGS[task])
 
+
+def test_padding_aware_with_a_task_is_refused_naming_both_flags(capsys):
+    with pytest.raises(SystemExit):
+        parse_args(['--task', 'upernet', '--padding-aware'])
+    assert '--padding-aware adds the backbones\' padding-aware twins' in capsys.readouterr().err
+

@@ -238,6 +238,9 @@ def parse_args(argv=None):
         args.models = [parse(f'{m}-w{w}') for w in args.window_sizes for m in ('timm:swin-t', 'inline-swin-t')]
     if args.task != 'backbone' and args.train:
         parser.error('--train times backbones: drop --task')
+    if args.task != 'backbone' and args.padding_aware:
+        parser.error('--padding-aware adds the backbones\' padding-aware twins, which have no whole-model config: '
+                     'drop --task (or --padding-aware); the configs choose the mode themselves')
     if not args.window_sizes:
         default = DEFAULT_MODELS if args.task == 'backbone' else list(TASK_CONFIGS[args.task])
         args.models = _names(parser, '--models', args.models, args) or [parse(m) for m in default]
