@@ -7,7 +7,8 @@ a data descriptor after the data (``PK\\x07\\x08``, the CRC, then the data's siz
 then the central directory and, at the very end, the end record (22 bytes from ``PK\\x05\\x06`` plus a comment of
 at most 65,535 bytes whose length its last two bytes give). A file that opens as a zip archive but does not end
 with a whole end record was cut off. Walking the entries from the start (an entry without flag bit 3 gives its
-size in its header) finds where: inside an entry's data (the entry is named), or after the last whole entry.
+size in its header) finds where: inside an entry's data (the entry is named), or after the last whole entry. An
+empty file (a download or copy that stopped before its first byte) is cut off too.
 """
 import mmap
 import os
@@ -74,11 +75,16 @@ def _has_end_record(tail):
 
 
 def truncation_problem(path):
-    """Why the zip archive at ``path`` is cut off, or None (whole, or not a zip archive at all)."""
+    """Why the zip archive at ``path`` is cut off, or None (whole, or not a zip archive at all). An empty file, or one
+    that stops inside the signature every zip archive starts with, is cut off too."""
     size = os.path.getsize(path)
     with open(path, 'rb') as f:
-        if f.read(4) != _LOCAL:
-            return None
+        head = f.read(4)
+        if head != _LOCAL:
+            if not _LOCAL.startswith(head):
+                return None
+            return ('the file is empty (0 bytes)' if size == 0 else
+                    f'the file has {size} bytes and stops inside the signature every zip archive starts with')
         f.seek(max(0, size - _END_SEARCH))
         if _has_end_record(f.read()):
             return None

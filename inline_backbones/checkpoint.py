@@ -114,6 +114,16 @@ class CheckpointDownloadError(RuntimeError):
     """A download that is not the checkpoint (truncated, an HTML page, wrong sha256 ...); it was not kept."""
 
 
+class CheckpointUnreachableError(ConnectionError):
+    """A checkpoint URL that cannot be downloaded (a wrong link, refused access, a failing server, a stall, no
+    network): the message says which, and where a copy fetched by hand is picked up."""
+
+
+class CheckpointLoadError(RuntimeError):
+    """A checkpoint file that does not unpickle safely (damaged, unsafe, or not a checkpoint): the message names the
+    file and why."""
+
+
 # torch's weights_only errors open with advice to load with weights_only=False (i.e. to run any code the file
 # holds) and end with advice to allow-list whatever global the file asks for: sentences that mention weights_only
 # or its override, or open as that advice does, are dropped.
@@ -163,22 +173,24 @@ def _fetch(url, dest):
 
 
 def _download_error(url, err, local, hint):
-    """A ConnectionError saying what went wrong (a wrong link, refused access, a failing server, a stall, no
-    network) and where a copy fetched by hand is picked up."""
+    """A :class:`CheckpointUnreachableError` saying what went wrong (a wrong link, refused access, a failing server, a
+    stall, no network) and where a copy fetched by hand is picked up."""
     by_hand = f'fetch the file elsewhere and either put it at {local!r} or use its local path ({hint})'
     if isinstance(err, urllib.error.HTTPError):
         code = err.code
         what = ('the link is wrong or the file was removed: check the URL' if code in (404, 410) else
                 'access is refused: the link may be private or expired' if code in (401, 403) else
                 'the server failed: try again later' if code >= 500 else 'the server refused the request')
-        return ConnectionError(f'cannot download checkpoint {url!r}: the server answered HTTP {code} '
-                               f'{err.reason}; {what}, or {by_hand}')
+        return CheckpointUnreachableError(f'cannot download checkpoint {url!r}: the server answered HTTP {code} '
+                                          f'{err.reason}; {what}, or {by_hand}')
     reason = getattr(err, 'reason', err)
     if isinstance(reason, TimeoutError) or isinstance(err, TimeoutError):
-        return ConnectionError(f'cannot download checkpoint {url!r}: no data for {DOWNLOAD_TIMEOUT:g} s (a firewall '
-                               f'or proxy that drops the connection?); nothing was cached. Retry, allow more time '
-                               f'with INLINE_DOWNLOAD_TIMEOUT=SECONDS, or {by_hand}')
-    return ConnectionError(f'cannot download checkpoint {url!r}: {reason}. Without network access, {by_hand}')
+        return CheckpointUnreachableError(
+            f'cannot download checkpoint {url!r}: no data for {DOWNLOAD_TIMEOUT:g} s (a firewall or proxy that drops '
+            f'the connection?); nothing was cached. Retry, allow more time with INLINE_DOWNLOAD_TIMEOUT=SECONDS, or '
+            f'{by_hand}')
+    return CheckpointUnreachableError(f'cannot download checkpoint {url!r}: {reason}. Without network access, '
+                                      f'{by_hand}')
 
 
 def download_checkpoint(url, sha256=None, hint=CONFIG_HINT):
@@ -192,9 +204,10 @@ def download_checkpoint(url, sha256=None, hint=CONFIG_HINT):
 
     Under a distributed launch the first process of each node downloads while the others wait at a
     barrier, then they read the cached file. A wrong link (HTTP 404), refused access (401/403), a failing
-    server (5xx), a stall longer than :data:`DOWNLOAD_TIMEOUT` and no network each raise a ``ConnectionError``
-    that says which, naming the URL and the cache path where a copy fetched by hand is picked up; ``hint``
-    says how to give a local path instead (a config option by default).
+    server (5xx), a stall longer than :data:`DOWNLOAD_TIMEOUT` and no network each raise a
+    :class:`CheckpointUnreachableError` (a ``ConnectionError``) that says which, naming the URL and the cache path
+    where a copy fetched by hand is picked up; ``hint`` says how to give a local path instead (a config option by
+    default).
     """
     from mmengine.dist import barrier, get_local_rank
 
@@ -215,7 +228,7 @@ def download_checkpoint(url, sha256=None, hint=CONFIG_HINT):
                 os.remove(partial)
     barrier()
     if not osp.isfile(local):
-        raise ConnectionError(f'checkpoint {url!r} was not downloaded to {local!r} on this node')
+        raise CheckpointUnreachableError(f'checkpoint {url!r} was not downloaded to {local!r} on this node')
     return local
 
 
@@ -272,8 +285,8 @@ def _torch_load(path, map_location='cpu'):
         try:
             return torch.load(path, map_location=map_location, weights_only=True)
         except Exception as err:  # noqa: BLE001 - re-raised with the file named
-            raise RuntimeError(f'cannot load checkpoint {path!r} safely (weights_only=True): {type(err).__name__}: '
-                               f'{_safe_reason(err)} ({_SAFE_ADVICE})') from None
+            raise CheckpointLoadError(f'cannot load checkpoint {path!r} safely (weights_only=True): '
+                                      f'{type(err).__name__}: {_safe_reason(err)} ({_SAFE_ADVICE})') from None
 
 
 def load_checkpoint_file(path, sha256=None):

@@ -29,6 +29,10 @@ Training on some of a file's categories on purpose is ``ClassCheckHook(allow_sub
 some of the file's categories (still in the file's order, all present in it); the runner's log names the
 categories whose annotations are left out.
 
+Classes that share no name with a COCO training file's categories leave its dataset without an image, and mmengine
+fails as it builds that dataset, before any hook runs; :func:`check_config_classes` makes the same check on the config
+alone (``tools/train.py`` and ``tools/test.py`` run it when a run fails, so that the failure is this error).
+
 Configs name it ``dict(type='inline_backbones.ClassCheckHook')`` in ``custom_hooks`` (the package's ``HOOKS``
 registry imports this module); it imports mmengine only.
 """
@@ -118,7 +122,7 @@ def tool_command(datasets):
     by_split = {}
     for split, dataset in datasets:
         by_split.setdefault('val' if split == 'test' else split, dataset)
-    anchor = by_split.get('train') or by_split.get('val')
+    anchor = by_split['train'] if 'train' in by_split else by_split.get('val')    # not `or`: that would ask len()
     root = getattr(anchor, 'data_root', None) or ''
     words = ['python', TOOL, (root.rstrip('/') + '/') if root else 'DATA_ROOT']
     for split in ('train', 'val'):
@@ -182,6 +186,72 @@ def check_classes(classes, datasets, heads, allow_subset=False, source="the conf
     return notes
 
 
+def reference_classes(classes, datasets):
+    """``(classes, source)``: what the check compares with, the config's ``classes`` or, where it has none (None),
+    the first of ``datasets``' (``[(split, dataset)]``) metainfo classes, and how the error names it."""
+    if classes is not None:
+        return classes, "the config's `classes`"
+    split, dataset = datasets[0]
+    return (dataset.metainfo.get('classes') or (),
+            f'the {split} dataset\'s metainfo classes (the config has no `classes`)')
+
+
+def config_heads(model_cfg, prefix=''):
+    """``{name: num_classes}`` of a model config's class heads, as :func:`class_heads` names the modules they build:
+    every dict with an integer ``num_classes``, by its dotted path in ``model_cfg`` (list items by index), except
+    those in :data:`NOT_CLASS_HEADS`."""
+    if isinstance(model_cfg, (list, tuple)):
+        items = enumerate(model_cfg)
+    elif isinstance(model_cfg, dict):
+        items = model_cfg.items()
+    else:
+        return {}
+    heads = {}
+    num_classes = model_cfg.get('num_classes') if isinstance(model_cfg, dict) else None
+    if (isinstance(num_classes, int) and not isinstance(num_classes, bool)
+            and not set(prefix.split('.')) & set(NOT_CLASS_HEADS)):
+        heads[prefix] = num_classes
+    for key, value in items:
+        heads.update(config_heads(value, f'{prefix}.{key}' if prefix else str(key)))
+    return heads
+
+
+def _leaf_dataset_cfgs(dataset_cfg):
+    """The dataset configs inside mmengine's wrapper configs (``datasets``, ``dataset``), as :func:`leaf_datasets`."""
+    if isinstance(dataset_cfg.get('datasets'), (list, tuple)):
+        return [leaf for inner in dataset_cfg['datasets'] for leaf in _leaf_dataset_cfgs(inner)]
+    if isinstance(dataset_cfg.get('dataset'), dict):
+        return _leaf_dataset_cfgs(dataset_cfg['dataset'])
+    return [dataset_cfg]
+
+
+def check_config_classes(cfg, splits):
+    """:class:`ClassCheckHook`'s check on the config ``cfg`` alone, where it carries the hook: the datasets of the
+    ``splits`` (``'train'``, ``'val'``, ``'test'``) whose dataloaders it sets, built without reading their data
+    (``lazy_init=True``), and the heads' ``num_classes`` as ``cfg.model`` gives them (:func:`config_heads`). Raises
+    :class:`ClassMismatchError` where they disagree; returns the hook's log lines otherwise.
+
+    For a run that fails before the hook can check (a training set that its classes leave empty fails as it is
+    built)."""
+    from mmengine.registry import DATASETS, DefaultScope
+
+    hooks = [h for h in cfg.get('custom_hooks') or []
+             if h.get('type') in ('inline_backbones.ClassCheckHook', ClassCheckHook)]
+    if not hooks:
+        return []
+    datasets = []
+    with DefaultScope.overwrite_default_scope(cfg.get('default_scope')):
+        for split in splits:
+            loader = cfg.get(f'{split}_dataloader')
+            if loader:
+                datasets += [(split, DATASETS.build({**leaf, 'lazy_init': True}))
+                             for leaf in _leaf_dataset_cfgs(loader.dataset)]
+    if not datasets:
+        return []
+    classes, source = reference_classes(cfg.get('classes'), datasets)
+    return check_classes(classes, datasets, config_heads(cfg.model), hooks[0].get('allow_subset', False), source)
+
+
 @HOOKS.register_module()
 class ClassCheckHook(Hook):
     """Stop training, validation or testing before it starts when the config's ``classes``, the datasets'
@@ -202,11 +272,7 @@ class ClassCheckHook(Hook):
         datasets = [(split, d) for split, d in datasets if id(d) not in self._checked]
         if not datasets:
             return
-        classes = runner.cfg.get('classes')
-        source = "the config's `classes`"
-        if classes is None:
-            classes = datasets[0][1].metainfo.get('classes') or ()
-            source = f'the {datasets[0][0]} dataset\'s metainfo classes (the config has no `classes`)'
+        classes, source = reference_classes(runner.cfg.get('classes'), datasets)
         heads = class_heads(runner.model)
         for note in check_classes(classes, datasets, heads, self.allow_subset, source):
             runner.logger.info(note)

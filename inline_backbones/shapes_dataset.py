@@ -95,8 +95,9 @@ def _coco_annotation(mask, label, ann_id, image_id):
                 area=float(mask.sum()), bbox=[float(x), float(y), float(w), float(h)], iscrowd=0)
 
 
-def generate_shapes_dataset(root, num_train=400, num_val=100, seed=0):
-    """Write the dataset under ``root`` (deterministic for a given seed); returns the split sizes."""
+def generate_shapes_dataset(root, num_train=400, num_val=100, seed=0, progress=None):
+    """Write the dataset under ``root`` (deterministic for a given seed); returns the split sizes.
+    ``progress(message)``, if given, hears of every hundredth image written."""
     categories = [dict(id=i + 1, name=name) for i, name in enumerate(CLASSES)]
     counts = {}
     for split_index, (split, count) in enumerate((('train', num_train), ('val', num_val))):
@@ -115,6 +116,8 @@ def generate_shapes_dataset(root, num_train=400, num_val=100, seed=0):
                 ann = _coco_annotation(mask, label, len(annotations) + 1, image_id)
                 if ann is not None:
                     annotations.append(ann)
+            if progress is not None and image_id % 100 == 0:
+                progress(f'{split}: {image_id}/{count} images')
         with open(osp.join(root, 'annotations', f'instances_{split}.json'), 'w') as f:
             json.dump(dict(images=images, annotations=annotations, categories=categories), f)
         counts[split] = dict(images=len(images), instances=len(annotations))

@@ -18,16 +18,21 @@ import runpy
 import sys
 
 SYNC_BN_TYPES = ('SyncBN', 'MMSyncBN')  # mmcv's names for torch's and mmcv's SyncBatchNorm (GPU only)
+# The datasets ClassCheckHook checks before each tool's run starts: training also validates.
+CHECKED_SPLITS = {'train': ('train', 'val'), 'test': ('test',)}
 
 
 def task_of(config):
-    """'mmdet' or 'mmseg', from the ``default_scope`` of a config (path or loaded ``Config``)."""
+    """'mmdet' or 'mmseg', from the ``default_scope`` of a config (path or loaded ``Config``); a
+    :class:`~.tool_inputs.ToolInputError` for another."""
     from mmengine.config import Config
 
-    cfg = config if isinstance(config, Config) else Config.fromfile(config)
+    from .tool_inputs import ToolInputError, read_config
+
+    cfg = config if isinstance(config, Config) else read_config(config)
     scope = cfg.get('default_scope')
     if scope not in ('mmdet', 'mmseg'):
-        raise SystemExit(f'{cfg.filename}: default_scope is {scope!r}; expected an mmdet or mmseg config')
+        raise ToolInputError(f'{cfg.filename}: default_scope is {scope!r}; expected an mmdet or mmseg config')
     return scope
 
 
@@ -39,7 +44,9 @@ def build_task_model(config):
     from mmengine.model import revert_sync_batchnorm
     from mmengine.registry import init_default_scope
 
-    cfg = config if isinstance(config, Config) else Config.fromfile(config)
+    from .tool_inputs import read_config
+
+    cfg = config if isinstance(config, Config) else read_config(config)
     task = task_of(cfg)
     cfg.model.backbone.init_cfg = None
     if task == 'mmdet':
@@ -94,7 +101,6 @@ def _prepare_cpu_distributed(argv, cfg, name):
     if 'LOCAL_RANK' not in os.environ:
         raise SystemExit('--launcher pytorch needs torchrun (or torch.distributed.run) to start the processes')
     dist.init_process_group(backend='gloo')
-    cfg.merge_from_dict(_user_cfg_options(argv))
     to_bn = syncbn_to_bn_options(cfg.model)
     if to_bn and dist.get_rank() == 0:
         print(f'[tools/{name}.py] CPU processes: SyncBN -> BN (statistics per process) at '
@@ -103,20 +109,44 @@ def _prepare_cpu_distributed(argv, cfg, name):
                    'model_wrapper_cfg.type=MMDistributedDataParallel', 'model_wrapper_cfg.device_ids=None', *to_bn]
 
 
-def run_task_tool(name):
-    """``python tools/<name>.py CONFIG [args]`` -> the task library's ``tools/<name>.py CONFIG [args]``."""
-    if len(sys.argv) < 2 or sys.argv[1].startswith('-'):
+def _explain_by_classes(cfg, name):
+    """Raise the :class:`~.class_check.ClassMismatchError` of ``cfg``'s ``ClassCheckHook`` where its classes disagree
+    (the hook's check on the config alone, :func:`~.class_check.check_config_classes`); a check that cannot be made
+    raises nothing."""
+    from .class_check import ClassMismatchError, check_config_classes
+
+    try:
+        check_config_classes(cfg, CHECKED_SPLITS[name])
+    except ClassMismatchError:
+        raise
+    except Exception:  # noqa: BLE001 - the config cannot be checked alone: the run's own error stands
+        return
+
+
+def run_task_tool(name, argv=None):
+    """``python tools/<name>.py CONFIG [args]`` -> the task library's ``tools/<name>.py CONFIG [args]`` (``argv``: the
+    arguments, ``sys.argv[1:]`` by default), in this process.
+
+    A run that fails before ``ClassCheckHook`` could check its classes (a training set that its classes leave empty
+    fails as it is built) fails with the hook's error instead, where the config carries the hook and its classes
+    disagree (:func:`_explain_by_classes`)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if not argv or argv[0].startswith('-'):
         raise SystemExit(f'usage: python tools/{name}.py CONFIG [options of mmdet/mmseg tools/{name}.py]')
-    from mmengine.config import Config
+    from .tool_inputs import read_config
 
-    from .tool_inputs import check_config, exit_on_input_error
-
-    with exit_on_input_error(name):
-        check_config(sys.argv[1])
-    cfg = Config.fromfile(sys.argv[1])
+    cfg = read_config(argv[0])
     package = __import__(task_of(cfg))
     script = osp.join(osp.dirname(package.__file__), '.mim', 'tools', f'{name}.py')
     if not osp.isfile(script):
         raise SystemExit(f'{package.__name__} has no {script}; reinstall it with pip (not from a source tree)')
-    sys.argv = [script] + _prepare_cpu_distributed(sys.argv[1:], cfg, name)
-    runpy.run_path(script, run_name='__main__')
+    cfg.merge_from_dict(_user_cfg_options(argv))
+    given = sys.argv
+    sys.argv = [script] + _prepare_cpu_distributed(argv, cfg, name)
+    try:
+        runpy.run_path(script, run_name='__main__')
+    except Exception:
+        _explain_by_classes(cfg, name)
+        raise
+    finally:
+        sys.argv = given

@@ -1,16 +1,14 @@
-"""What the command-line tools check before they build a model: the config, the checkpoint and the images. Each
-problem is a :class:`ToolInputError` whose message names it and the fix in one line; the tools print it as their
-last line and exit with status 1 (:func:`exit_on_input_error`).
+"""What the command-line tools check before they build a model: the config (and whether it loads), the checkpoint
+and the images. Each problem is a :class:`ToolInputError` whose message names it and the fix in one line; the tools
+print it as their last line and exit with status 1 (:func:`inline_backbones.cli.exit_on_user_error`).
 
 Images are recognised by their content, as OpenCV (which mmcv reads them with) recognises them
 (``cv2.haveImageReader``: the file's signature, not its extension). A folder's files that are not images are
 skipped and listed; a file named on the command line that is not an image is an error.
 """
-import contextlib
 import difflib
 import os
 import os.path as osp
-import sys
 
 from .archive import CheckpointTruncatedError, check_not_truncated
 from .checkpoint import URL_SCHEMES
@@ -34,6 +32,20 @@ def check_config(path):
     if '::' in path or osp.isfile(path):
         return path
     raise ToolInputError(f'config not found: {path!r}{_closest(path)}')
+
+
+def read_config(path):
+    """The mmengine ``Config`` of the config file ``path`` (:func:`check_config`). A config that does not load
+    because of what it says (a ``_base_`` that does not exist, a syntax error, a name it does not define, in it or in a
+    config it inherits) is a :class:`ToolInputError` naming the file and the error."""
+    from mmengine.config import Config
+
+    check_config(path)
+    try:
+        return Config.fromfile(path)
+    except (FileNotFoundError, SyntaxError, NameError) as err:
+        what = f'{err.msg} (line {err.lineno})' if isinstance(err, SyntaxError) and err.lineno else str(err)
+        raise ToolInputError(f'config {path!r} does not load: {type(err).__name__}: {what}') from err
 
 
 def check_checkpoint(path):
@@ -81,12 +93,3 @@ def image_inputs(inputs):
         raise ToolInputError(f'no image in {", ".join(map(repr, inputs))}'
                              + (f' ({len(skipped)} other file(s) skipped)' if skipped else ''))
     return images, skipped
-
-
-@contextlib.contextmanager
-def exit_on_input_error(tool):
-    """Inside: a :class:`ToolInputError` ends the program with ``[tool] error: <message>`` and status 1."""
-    try:
-        yield
-    except ToolInputError as err:
-        sys.exit(f'[{tool}] error: {err}')

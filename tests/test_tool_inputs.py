@@ -1,5 +1,6 @@
 """What the tools check before they build a model (inline_backbones/tool_inputs.py): paths with a suggestion for a
-typo, checkpoints cut off, images by content, a folder's other files skipped; one line and status 1 on exit."""
+typo, checkpoints cut off or empty, images by content, a folder's other files skipped; one line and status 1 on exit
+(inline_backbones/cli.py)."""
 import os
 
 import cv2
@@ -7,13 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from inline_backbones.tool_inputs import (
-    ToolInputError,
-    check_checkpoint,
-    check_config,
-    exit_on_input_error,
-    image_inputs,
-)
+from inline_backbones.cli import exit_on_user_error
+from inline_backbones.tool_inputs import ToolInputError, check_checkpoint, check_config, image_inputs, read_config
 
 
 def _image(path, shape=(8, 10, 3)):
@@ -32,7 +28,24 @@ def test_a_mistyped_config_is_named_with_the_closest_file(tmp_path):
     assert check_config(str(tmp_path / 'mask-rcnn_inline-swin-t_fpn_1x_coco.py'))
 
 
-def test_checkpoints_missing_or_cut_off_are_refused_before_loading(tmp_path):
+def test_a_config_that_does_not_load_is_named_with_its_error(tmp_path):
+    """A missing base, a syntax error and an undefined name, in the config or one it inherits."""
+    cases = {"_base_ = './nope.py'\n": rf"FileNotFoundError: .* '{tmp_path}/./nope.py'$",
+             "_base_ = 'mmdet::mask_rcnn/nope.py'\n": r'FileNotFoundError: file ".*/mask_rcnn/nope.py" does not exist$',
+             'model = dict(\n': r"SyntaxError: '\(' was never closed \(line 1\)$",
+             'model = dict(depth=depths)\n': r"NameError: name 'depths' is not defined$"}
+    for i, (text, error) in enumerate(cases.items()):
+        (tmp_path / f'{i}.py').write_text(text)
+        with pytest.raises(ToolInputError, match=rf"^config '{tmp_path}/{i}.py' does not load: {error}"):
+            read_config(str(tmp_path / f'{i}.py'))
+    (tmp_path / 'child.py').write_text("_base_ = './2.py'\n")                 # the syntax error in its base
+    with pytest.raises(ToolInputError, match=r"child.py' does not load: SyntaxError: '\(' was never closed"):
+        read_config(str(tmp_path / 'child.py'))
+    (tmp_path / 'good.py').write_text('a = 1\n')
+    assert read_config(str(tmp_path / 'good.py')).a == 1
+
+
+def test_checkpoints_missing_cut_off_or_empty_are_refused_before_loading(tmp_path):
     torch.save({'state_dict': {'w': torch.randn(32, 32)}}, tmp_path / 'model.pth')
     assert check_checkpoint(str(tmp_path / 'model.pth'))
     assert check_checkpoint('https://example.invalid/model.pth')             # downloaded (and checked) later
@@ -43,6 +56,13 @@ def test_checkpoints_missing_or_cut_off_are_refused_before_loading(tmp_path):
         check_checkpoint(str(tmp_path / 'cut.pth'))
     with pytest.raises(ToolInputError, match=r"^checkpoint not found: '.*/modle.pth' \(did you mean '.*/model.pth'"):
         check_checkpoint(str(tmp_path / 'modle.pth'))
+    (tmp_path / 'empty.pth').write_bytes(b'')
+    with pytest.raises(ToolInputError, match=rf"^checkpoint '{tmp_path}/empty.pth' is cut off: the file is empty "
+                       r'\(0 bytes\)\. .* fetch the file again$'):
+        check_checkpoint(str(tmp_path / 'empty.pth'))
+    (tmp_path / 'two.pth').write_bytes(data[:2])                               # inside the zip signature
+    with pytest.raises(ToolInputError, match=r"is cut off: the file has 2 bytes and stops inside the signature"):
+        check_checkpoint(str(tmp_path / 'two.pth'))
 
 
 def test_a_folder_gives_its_images_and_skips_the_rest(tmp_path):
@@ -75,11 +95,11 @@ def test_named_files_must_exist_and_be_images(tmp_path):
         image_inputs([str(tmp_path)])
 
 
-def test_an_input_error_exits_with_one_line(capsys):
+def test_an_input_error_exits_with_one_line():
     with pytest.raises(SystemExit) as exit_:
-        with exit_on_input_error('infer'):
+        with exit_on_user_error('infer'):
             raise ToolInputError('image not found: x.jpg')
     assert exit_.value.code == '[infer] error: image not found: x.jpg'    # printed on stderr, status 1
     with pytest.raises(KeyError):                                          # anything else is not swallowed
-        with exit_on_input_error('infer'):
+        with exit_on_user_error('infer'):
             raise KeyError('x')

@@ -31,8 +31,9 @@ import time
 
 import torch
 
+from inline_backbones.cli import exit_on_user_error, run_tool
 from inline_backbones.task_tools import task_of
-from inline_backbones.tool_inputs import check_checkpoint, check_config, exit_on_input_error, image_inputs
+from inline_backbones.tool_inputs import check_checkpoint, check_config, image_inputs, read_config
 
 NATIVE_RESIZE = dict(type='Resize', scale_factor=1.0, keep_ratio=True)
 
@@ -56,9 +57,7 @@ def native_pipeline(pipeline):
 
 
 def build_config(args, parser):
-    from mmengine.config import Config
-
-    cfg = Config.fromfile(args.config)
+    cfg = read_config(args.config)
     task = task_of(cfg)
     if args.slide and task != 'mmseg':
         parser.error('--slide is for segmentation configs (mmseg\'s slide test mode); detectors see the whole image')
@@ -143,7 +142,7 @@ def peak_memory(device):
     return f'{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB resident (the whole process)'
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('config')
     parser.add_argument('checkpoint')
@@ -155,8 +154,8 @@ def main():
                         help="config: resize as the config's test pipeline; native: each image at its own size")
     parser.add_argument('--slide', type=int, nargs=2, metavar=('CROP', 'STRIDE'),
                         help='segmentation: sliding-window inference, square crops of CROP px every STRIDE px')
-    args = parser.parse_args()
-    with exit_on_input_error('infer'):
+    args = parser.parse_args(argv)
+    with exit_on_user_error('infer'):
         check_config(args.config)
         check_checkpoint(args.checkpoint)
         files, skipped = image_inputs(args.images)
@@ -189,4 +188,4 @@ def main():
 
 
 if __name__ == '__main__':
-    main()
+    run_tool(main, 'infer')

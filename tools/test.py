@@ -4,7 +4,14 @@ Same options as ``mim test mmdet|mmseg CONFIG``; for several GPUs or processes u
 ``torchrun --nproc_per_node=8 tools/test.py CONFIG --launcher pytorch``
 (docs/training.md#commands-mim-torchrun-slurm-batch-size-and-learning-rate).
 """
+from inline_backbones.cli import run_tool
 from inline_backbones.task_tools import run_task_tool
 
+
+def main(argv=None):
+    """Run mmdet's or mmseg's test tool on ``argv`` (``sys.argv[1:]`` by default)."""
+    run_task_tool('test', argv)
+
+
 if __name__ == '__main__':
-    run_task_tool('test')
+    run_tool(main, 'test')

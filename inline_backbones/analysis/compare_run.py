@@ -11,6 +11,7 @@ import json
 import math
 import os
 import os.path as osp
+import time
 from collections import defaultdict
 
 from ..models.mixers.flatten_attention import FocusedLinearAttention
@@ -78,17 +79,26 @@ def write_csv(path, entries):
         writer.writerows(rows)
 
 
-def compare_attention(backbones, image_paths, sizes, settings, out_dir, norms, meta=None):
+def compare_attention(backbones, image_paths, sizes, settings, out_dir, norms, meta=None, progress=None):
     """Compare the attentions of ``backbones`` on each image resized to each of ``sizes`` ((H, W) pairs); ``norms``:
-    each model's input normalisation. Writes the files; returns the JSON data."""
+    each model's input normalisation. ``progress(message)``, if given, hears of each image, size and model done, and
+    of the writing. Writes the files; returns the JSON data."""
     os.makedirs(out_dir, exist_ok=True)
     entries = []
-    for path in image_paths:
-        for size in sizes:
-            for model, backbone in backbones.items():
+    steps = len(image_paths) * len(sizes) * len(backbones)
+    for i, path in enumerate(image_paths):
+        for j, size in enumerate(sizes):
+            for k, (model, backbone) in enumerate(backbones.items()):
+                start = time.perf_counter()
                 _, tensor = load_image(path, norms[model], size)
-                for result in compare_image({model: backbone}, tensor, settings):
-                    entries.append(dict(result, image=path, size=list(size)))
+                results = compare_image({model: backbone}, tensor, settings)
+                entries += [dict(result, image=path, size=list(size)) for result in results]
+                if progress is not None:
+                    step = (i * len(sizes) + j) * len(backbones) + k + 1
+                    progress(f'{step}/{steps}: {osp.basename(path)} at {size[0]}x{size[1]}, {model}: '
+                             f'{len(results)} results in {time.perf_counter() - start:.1f} s')
+    if progress is not None:
+        progress(f'writing the statistics, tables and figures to {out_dir}')
     summary = summarize(entries)
     data = dict(settings=dict(settings.as_dict(), **(meta or {})), summary=summary, results=entries)
     with open(osp.join(out_dir, 'compare_stats.json'), 'w') as f:

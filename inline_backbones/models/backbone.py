@@ -5,6 +5,7 @@ from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from ..checkpoint import load_pretrained
+from .errors import ModelArgumentError
 from .stages import to_nchw
 from .trunk import Trunk
 
@@ -27,7 +28,8 @@ class Backbone(Trunk, BaseModule):
             loads a released ImageNet checkpoint, or a detector's / segmentor's with ``prefix``, strictly through
             the family's ``checkpoint_filter`` (:func:`inline_backbones.checkpoint.load_pretrained`); None: a
             truncated-normal init (:meth:`~.trunk.Trunk.init_trunk_weights`).
-        **options: The family's options (``family.options``); an unknown one is a TypeError listing them.
+        **options: The family's options (``family.options``); an unknown one is a
+            :class:`~.errors.ModelArgumentError` listing them.
     """
 
     def __init__(self, arch=None, attn_type=None, in_channels=3, drop_path_rate=0.1, out_indices=(0, 1, 2, 3),
@@ -38,9 +40,9 @@ class Backbone(Trunk, BaseModule):
         num_stages = len(self.layers)
         out_indices = tuple(out_indices)
         if not out_indices or any(not 0 <= i < num_stages for i in out_indices):
-            raise ValueError(f'out_indices {out_indices} must be non-empty and within [0, {num_stages - 1}]')
+            raise ModelArgumentError(f'out_indices {out_indices} must be non-empty and within [0, {num_stages - 1}]')
         if not -1 <= frozen_stages <= num_stages:
-            raise ValueError(f'frozen_stages must be in [-1, {num_stages}], got {frozen_stages}')
+            raise ModelArgumentError(f'frozen_stages must be in [-1, {num_stages}], got {frozen_stages}')
         self.out_indices = out_indices
         self.frozen_stages = frozen_stages
         self.norm_eval = norm_eval

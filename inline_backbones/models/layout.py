@@ -9,26 +9,29 @@ the rest ``b``'s, k the number written after the letters (shared by every ``M`` 
 """
 import re
 
+from .errors import ModelArgumentError
+
 
 def parse_attn_layout(layout, depths, letters, mixed):
     """Expand ``layout`` into per-stage lists of mixer names (``letters``: letter -> mixer name; ``mixed``: the
-    letters ``(a, b)`` of an ``M`` stage of depth d, k x ``a`` then (d - k) x ``b``); ValueError if malformed."""
+    letters ``(a, b)`` of an ``M`` stage of depth d, k x ``a`` then (d - k) x ``b``);
+    :class:`~.errors.ModelArgumentError` if malformed."""
     if not isinstance(layout, str):
-        raise TypeError(f'attn_type must be a layout string such as "IIIS", got {type(layout).__name__}')
+        raise ModelArgumentError(f'attn_type must be a layout string such as "IIIS", got {type(layout).__name__}')
     match = re.fullmatch(f'([{"".join(letters)}M]+)(\\d*)', layout)
     if match is None:
         names = ', '.join(f'{k} ({v})' for k, v in letters.items())
-        raise ValueError(f'malformed attn_type {layout!r}: expected one letter per stage from {names} and M '
-                         f'(mixed), then the InLine block count of M stages, e.g. "IIIS" or "IIMS2"')
+        raise ModelArgumentError(f'malformed attn_type {layout!r}: expected one letter per stage from {names} and M '
+                                 f'(mixed), then the InLine block count of M stages, e.g. "IIIS" or "IIMS2"')
     stage_letters, digits = match.groups()
     if len(stage_letters) != len(depths):
-        raise ValueError(f'attn_type {layout!r} has {len(stage_letters)} stage letters but the model has '
-                         f'{len(depths)} stages (depths={list(depths)})')
+        raise ModelArgumentError(f'attn_type {layout!r} has {len(stage_letters)} stage letters but the model has '
+                                 f'{len(depths)} stages (depths={list(depths)})')
     if 'M' in stage_letters and not digits:
-        raise ValueError(f'attn_type {layout!r} has a mixed (M) stage but no InLine block count after the '
-                         f'letters, e.g. "{stage_letters}2"')
+        raise ModelArgumentError(f'attn_type {layout!r} has a mixed (M) stage but no InLine block count after the '
+                                 f'letters, e.g. "{stage_letters}2"')
     if digits and 'M' not in stage_letters:
-        raise ValueError(f'attn_type {layout!r} gives a block count {digits} but has no mixed (M) stage')
+        raise ModelArgumentError(f'attn_type {layout!r} gives a block count {digits} but has no mixed (M) stage')
     first, rest = (letters[letter] for letter in mixed)
     layout_per_stage = []
     for stage, letter in enumerate(stage_letters):
@@ -38,7 +41,7 @@ def parse_attn_layout(layout, depths, letters, mixed):
             continue
         num_inline = int(digits)
         if not 0 < num_inline < depth:
-            raise ValueError(f'attn_type {layout!r}: mixed stage {stage} has {depth} blocks, so its '
-                             f'InLine block count must be between 1 and {depth - 1}, got {num_inline}')
+            raise ModelArgumentError(f'attn_type {layout!r}: mixed stage {stage} has {depth} blocks, so its '
+                                     f'InLine block count must be between 1 and {depth - 1}, got {num_inline}')
         layout_per_stage.append([first] * num_inline + [rest] * (depth - num_inline))
     return layout_per_stage

@@ -19,6 +19,7 @@ from mmengine.logging import MMLogger
 from timm.models._manipulate import adapt_input_conv
 from torch import nn
 
+from .errors import ModelArgumentError
 from .layout import parse_attn_layout
 from .stages import iter_stages
 from .tokens.graph_mode import refuse_scripting
@@ -84,33 +85,42 @@ class Family:
 
     def resolve_arch(self, arch):
         """A copy of the preset named ``arch``, or of the custom dict ``arch`` with the defaults filled in;
-        ValueError / TypeError naming what is wrong."""
+        :class:`~.errors.ModelArgumentError` naming what is wrong."""
         if isinstance(arch, str):
             if arch not in self.arch_zoo:
-                raise ValueError(f'unknown arch {arch!r} of {self.name}; choose one of {sorted(self.arch_zoo)} or '
-                                 'pass a dict')
+                raise ModelArgumentError(f'unknown arch {arch!r} of {self.name}; choose one of '
+                                         f'{sorted(self.arch_zoo)} or pass a dict')
             return copy.deepcopy(self.arch_zoo[arch])
         if not isinstance(arch, dict):
-            raise TypeError(f'arch must be a str or a dict, got {type(arch).__name__}')
+            raise ModelArgumentError(f'arch must be a str or a dict, got {type(arch).__name__}')
         missing = set(ARCH_REQUIRED) - set(arch)
         if missing:
-            raise ValueError(f'custom arch dict lacks {sorted(missing)}')
+            raise ModelArgumentError(f'custom arch dict lacks {sorted(missing)}')
         known = {*ARCH_REQUIRED, *self.arch_defaults, 'attn_type'}
         unknown = set(arch) - known
         if unknown:
-            raise ValueError(f'custom arch dict has unknown keys {sorted(unknown)}; known: {sorted(known)}')
+            raise ModelArgumentError(f'custom arch dict has unknown keys {sorted(unknown)}; known: {sorted(known)}')
         arch = {**copy.deepcopy(self.arch_defaults), **copy.deepcopy(dict(arch))}
         lengths = {k: len(arch[k]) for k in self.per_stage}
         if len(set(lengths.values())) != 1:
-            raise ValueError(f'arch lists must have one entry per stage, got lengths {lengths}')
+            raise ModelArgumentError(f'arch lists must have one entry per stage, got lengths {lengths}')
         return arch
 
     def check_options(self, options, owner):
-        """``options`` with the family's defaults filled in; TypeError naming an unknown one."""
+        """``options`` with the family's defaults filled in; :class:`~.errors.ModelArgumentError` naming an unknown
+        one, and where an arch key given as an option (``embed_dims=...``) goes instead."""
         unknown = set(options) - set(self.options)
         if unknown:
-            raise TypeError(f'{owner} got unexpected keyword arguments {sorted(unknown)}; the {self.name} options '
-                            f'are {sorted(self.options)}')
+            arch_keys = [k for k in (*ARCH_REQUIRED, *self.arch_defaults) if k in unknown]
+            where = ''
+            if arch_keys:
+                presets = ', '.join(repr(name) for name in self.arch_zoo)
+                optional = ''.join(f', {k}=[...]' for k in self.arch_defaults)
+                where = (f'. The arch holds {", ".join(arch_keys)}: name a preset (arch={presets}) or give a size of '
+                         f'your own, arch=dict(embed_dims=..., depths=[...], num_heads=[...]{optional}) (no released '
+                         'checkpoint fits a size of your own: init_cfg=None)')
+            raise ModelArgumentError(f'{owner} got unexpected keyword arguments {sorted(unknown)}; the {self.name} '
+                                     f'options are {sorted(self.options)}{where}')
         return {**self.options, **options}
 
 
@@ -148,7 +158,7 @@ class Trunk(nn.Module):
         attn_type = arch.get('attn_type') if attn_type is None else attn_type
         if attn_type is None:
             example = next(iter(family.arch_zoo.values()))['attn_type']
-            raise ValueError(f'a custom arch needs an attention layout: give attn_type, e.g. "{example}"')
+            raise ModelArgumentError(f'a custom arch needs an attention layout: give attn_type, e.g. "{example}"')
         depths = arch['depths']
         layout = parse_attn_layout(attn_type, depths, family.letters, family.mixed)
         options = family.check_options(options or {}, type(self).__name__)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from urllib.parse import urlparse
 
 from ..released import PVT_ARCH_CHECKPOINTS, SWIN_ARCH_CHECKPOINTS
+from .errors import ModelArgumentError
 from .families.swin_checkpoint import mmdet_swin_name
 
 
@@ -196,16 +197,16 @@ def translate(table, model_cls, arch, attn_type, kwargs):
     """The InLine backbone's ``(arch, kwargs)`` for ``model_cls(arch, attn_type, **kwargs)`` where ``kwargs`` may
     hold upstream arguments: checks every :class:`Fixed` one, turns the :class:`Arch` ones into ``arch`` (a preset
     name, or a custom dict when ``attn_type`` is given), gives ``init_cfg=dict(checkpoint=...)`` (mmdet PVT's form)
-    the type ``'Pretrained'``, and refuses an upstream checkpoint (:func:`check_checkpoint`). ValueError naming the
-    argument, its value and why where one cannot be taken."""
+    the type ``'Pretrained'``, and refuses an upstream checkpoint (:func:`check_checkpoint`).
+    :class:`~.errors.ModelArgumentError` naming the argument, its value and why where one cannot be taken."""
     family, owner = model_cls.family, model_cls.__name__
     kwargs = dict(kwargs)
     given = {k: kwargs.pop(k) for k in list(kwargs) if not isinstance(table.args.get(k, Honoured()), Honoured)}
     for name, value in given.items():
         kind = table.args[name]
         if isinstance(kind, Fixed) and not kind.agrees(value, {**kwargs, **given}):
-            raise ValueError(f'{owner}: {name}={value!r} cannot be taken: {family.name} {kind.does}. Remove '
-                             f'{name} from the backbone config (or set it to what {family.name} does).')
+            raise ModelArgumentError(f'{owner}: {name}={value!r} cannot be taken: {family.name} {kind.does}. Remove '
+                                     f'{name} from the backbone config (or set it to what {family.name} does).')
     partial = table.arch({k: v for k, v in given.items() if isinstance(table.args[k], Arch)})
     presets = [name for name, preset in family.arch_zoo.items()
                if all(_agree(preset.get(k), v) for k, v in partial.items())]
@@ -213,9 +214,10 @@ def translate(table, model_cls, arch, attn_type, kwargs):
         resolved = family.resolve_arch(arch)
         wrong = {k: v for k, v in partial.items() if not _agree(resolved.get(k), v)}
         if wrong:
-            raise ValueError(f'{owner}: arch={arch!r} and the {table.upstream} arguments disagree: '
-                             + '; '.join(f'{k} {v} (arguments) vs {resolved.get(k)} (arch)' for k, v in wrong.items())
-                             + f'; give one or the other ({_upstream_names(table)} describe {_describe(partial)}).')
+            raise ModelArgumentError(
+                f'{owner}: arch={arch!r} and the {table.upstream} arguments disagree: '
+                + '; '.join(f'{k} {v} (arguments) vs {resolved.get(k)} (arch)' for k, v in wrong.items())
+                + f'; give one or the other ({_upstream_names(table)} describe {_describe(partial)}).')
     size = arch if arch is not None else (presets[0] if presets else None)
     init_cfg = kwargs.get('init_cfg')
     if isinstance(init_cfg, dict) and 'checkpoint' in init_cfg and 'type' not in init_cfg:
@@ -228,7 +230,7 @@ def translate(table, model_cls, arch, attn_type, kwargs):
     if presets:
         return presets[0], kwargs
     if attn_type is None:
-        raise ValueError(
+        raise ModelArgumentError(
             f'{owner}: the {table.upstream} arguments describe {_describe(partial)}, which is no {family.name} preset '
             f'(no released InLine model of this size). The presets: '
             + '; '.join(f'{n!r} ({_describe({k: p[k] for k in partial if k in p})})'
@@ -266,13 +268,15 @@ def check_checkpoint(table, owner, family, init_cfg, size, layout, partial):
                 f"recipe's); its weights are not {family.name}'s and are never loaded into an InLine model. ")
         link = table.checkpoints.get(size) if isinstance(size, str) else None
         if link is not None:
-            raise ValueError(head + f'The released {family.name} checkpoint of this size (arch {size!r}) is {link}: '
-                             f"write model.backbone.init_cfg.checkpoint='{link}' (on the command line: --cfg-options "
-                             f'model.backbone.init_cfg.checkpoint={link}), or init_cfg=None to train from scratch.')
+            raise ModelArgumentError(
+                head + f'The released {family.name} checkpoint of this size (arch {size!r}) is {link}: '
+                f"write model.backbone.init_cfg.checkpoint='{link}' (on the command line: --cfg-options "
+                f'model.backbone.init_cfg.checkpoint={link}), or init_cfg=None to train from scratch.')
         what = f'arch {size!r}' if size is not None else _describe(partial) or 'this arch'
-        raise ValueError(head + f'No {family.name} checkpoint of this size ({what}) is released (released: '
-                         f'{sorted(table.checkpoints)}): write model.backbone.init_cfg=None to train from scratch, '
-                         'or point model.backbone.init_cfg.checkpoint at an InLine checkpoint of your own.')
+        raise ModelArgumentError(
+            head + f'No {family.name} checkpoint of this size ({what}) is released (released: '
+            f'{sorted(table.checkpoints)}): write model.backbone.init_cfg=None to train from scratch, '
+            'or point model.backbone.init_cfg.checkpoint at an InLine checkpoint of your own.')
 
 
 def _agree(ours, theirs):

@@ -19,7 +19,8 @@ import time
 from inline_backbones.analysis.inputs import build_backbone, config_resize
 from inline_backbones.analysis.layer import AnalysisSettings
 from inline_backbones.analysis.run import analyze_attention
-from inline_backbones.tool_inputs import check_checkpoint, check_config, exit_on_input_error, image_inputs
+from inline_backbones.cli import exit_on_user_error, run_tool
+from inline_backbones.tool_inputs import check_checkpoint, check_config, image_inputs
 
 
 def parse_point(text):
@@ -30,7 +31,7 @@ def parse_point(text):
     return x, y
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('images', nargs='+')
     model = parser.add_mutually_exclusive_group(required=True)
@@ -50,11 +51,11 @@ def main():
     parser.add_argument('--num-points', type=int, default=3)
     parser.add_argument('--map-layers', nargs='+', help='layers to draw (default: the last InLine layer per stage)')
     parser.add_argument('--out-dir', default='outputs/attention_analysis')
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.num_queries < 2 or args.num_pairs < 0 or args.chunk < 1:
         parser.error('--num-queries must be >= 2, --num-pairs >= 0, --chunk >= 1')
 
-    with exit_on_input_error('analyze_attention'):
+    with exit_on_user_error('analyze_attention'):
         if args.config:
             check_config(args.config)
         if args.checkpoint:
@@ -87,4 +88,4 @@ def main():
 
 
 if __name__ == '__main__':
-    main()
+    run_tool(main, 'analyze_attention')

@@ -6,6 +6,7 @@
 ``--help`` says what is measured, how, and the model names; the code is :mod:`inline_backbones.benchmark`.
 """
 from inline_backbones.benchmark.cli import main
+from inline_backbones.cli import run_tool
 
 if __name__ == '__main__':
-    main()
+    run_tool(main, 'benchmark')

@@ -69,7 +69,9 @@ import time
 
 import numpy as np
 
+from inline_backbones.cli import progress, run_tool
 from inline_backbones.task_tools import syncbn_to_bn_options, task_of
+from inline_backbones.tool_inputs import read_config
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
@@ -114,20 +116,22 @@ def parse_args(argv=None):
     return args
 
 
+def log_interval(iters):
+    """Iterations between two progress lines: at most 10, about a fifth of ``iters``."""
+    return max(1, min(10, iters // 5))
+
+
 # ---- config ---------------------------------------------------------------------------------------------
 def load_config(name, work_dir):
     """The Config of a file, or of ``mmdet::``/``mmseg::`` NAME through a config that inherits it (mmengine's
-    ``Config.fromfile`` does not resolve a scope given as the file itself)."""
-    from mmengine.config import Config
-
+    ``Config.fromfile`` does not resolve a scope given as the file itself); a config that is missing or does not load
+    is a :class:`~inline_backbones.tool_inputs.ToolInputError`."""
     if '::' in name:
         shim = osp.join(work_dir, 'upstream_' + osp.basename(name.split('::', 1)[1]))
         with open(shim, 'w') as f:
             f.write(f'_base_ = {name!r}\n')
-        return Config.fromfile(shim)
-    if not osp.isfile(name):
-        raise SystemExit(f'no config file {name!r}')
-    return Config.fromfile(name)
+        return read_config(shim)
+    return read_config(name)
 
 
 def leaf_dataset(dataloader_cfg):
@@ -184,7 +188,7 @@ def prepare_config(cfg, args, data_root, work_dir, task):
     for key in ('val_dataloader', 'val_cfg', 'val_evaluator', 'test_dataloader', 'test_cfg', 'test_evaluator'):
         cfg[key] = None
     cfg.default_hooks.checkpoint = None
-    cfg.default_hooks.logger = dict(type='LoggerHook', interval=max(1, min(10, args.iters // 5)))
+    cfg.default_hooks.logger = dict(type='LoggerHook', interval=log_interval(args.iters))
     cfg.log_processor = dict(type='LogProcessor', window_size=1, by_epoch=False)
     cfg.load_from, cfg.resume = None, False
     cfg.work_dir = osp.join(work_dir, 'run')
@@ -492,6 +496,9 @@ def backbone_only(cfg, args, task):
                else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
         rows.append(dict(iter=i + 1, step_s=time.perf_counter() - start, losses=dict(loss=float(loss.detach())),
                          peak_mb=round(mem, 1)))
+        if (i + 1) % log_interval(args.iters) == 0 or i + 1 == args.iters:
+            progress('benchmark_training', f'iteration {i + 1}/{args.iters}: {rows[-1]["step_s"]:.3f} s, loss '
+                     f'{rows[-1]["losses"]["loss"]:.4g}')
     measured = rows[args.warmup:]
     return device, model, dict(kind='backbone', input_size=list(size), batch_size=batch, per_iter=rows,
                                median_step_s=statistics.median(r['step_s'] for r in measured),
@@ -597,4 +604,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    run_tool(main, 'benchmark_training')

@@ -49,13 +49,13 @@ def _vs_paper(ours, paper, unit, suffix):
     return [f'{paper / unit:g}{suffix}', f'{100 * (ours / paper - 1):+.1f}%']
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--models', nargs='+', default=list(PAPER))
     parser.add_argument('--size', type=int, default=None, help='one input size for every model (default: each '
                         "model's released size)")
     parser.add_argument('--reference', nargs='*', default=[], help='other timm models counted the same way')
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     at = args.size or 'the released size'
     print(f'| model | params | paper | diff | FLOPs at {at} | paper | diff |\n|---|---|---|---|---|---|---|')
     for name in args.models + args.reference:
@@ -68,4 +68,6 @@ def main():
 
 
 if __name__ == '__main__':
-    main()
+    from inline_backbones.cli import run_tool
+
+    run_tool(main, 'classifier_flops')

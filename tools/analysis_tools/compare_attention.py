@@ -18,6 +18,7 @@ import argparse
 import os.path as osp
 import sys
 import time
+from functools import partial
 
 import torch
 
@@ -25,10 +26,11 @@ from inline_backbones.analysis.compare import CompareSettings
 from inline_backbones.analysis.compare_run import compare_attention
 from inline_backbones.analysis.inputs import build_backbone, fan_in_weights
 from inline_backbones.benchmark.options import parse_size
-from inline_backbones.tool_inputs import check_checkpoint, exit_on_input_error, image_inputs
+from inline_backbones.cli import exit_on_user_error, progress, run_tool
+from inline_backbones.tool_inputs import check_checkpoint, image_inputs
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('images', nargs='+')
     parser.add_argument('--arch', choices=['tiny', 'small', 'base'], default='tiny',
@@ -53,12 +55,12 @@ def main():
     parser.add_argument('--rank-channels', type=int, default=defaults.rank_channels,
                         help='channels per head whose A + local operator is ranked')
     parser.add_argument('--out-dir', default='outputs/attention_compare')
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.num_queries < 2 or args.num_pairs < 0 or args.chunk < 1 or args.rank_channels < 1:
         parser.error('--num-queries must be >= 2, --num-pairs >= 0, --chunk >= 1, --rank-channels >= 1')
 
     checkpoints = dict(inline=args.inline_checkpoint, flatten=args.flatten_checkpoint)
-    with exit_on_input_error('compare_attention'):
+    with exit_on_user_error('compare_attention'):
         for path in checkpoints.values():
             if path:
                 check_checkpoint(path)
@@ -82,11 +84,12 @@ def main():
                 models=' + '.join(f'{m}: {checkpoints[m] or "random weights"}' for m in args.models),
                 sizes=[list(s) for s in args.sizes], threads=torch.get_num_threads(), torch=torch.__version__)
     start = time.perf_counter()
-    data = compare_attention(backbones, args.images, args.sizes, settings, args.out_dir, norms, meta)
+    data = compare_attention(backbones, args.images, args.sizes, settings, args.out_dir, norms, meta,
+                             progress=partial(progress, 'compare_attention'))
     print(open(osp.join(args.out_dir, 'compare_tables.md')).read())
     print(f'{len(args.images)} image(s) x {len(args.sizes)} size(s) in {time.perf_counter() - start:.1f} s -> '
           f'{osp.join(args.out_dir, "compare_stats.json")} ({len(data["results"])} results)')
 
 
 if __name__ == '__main__':
-    main()
+    run_tool(main, 'compare_attention')

@@ -29,6 +29,7 @@ from torchvision.datasets import ImageFolder
 from tqdm import tqdm
 
 import inline_backbones  # noqa: F401 - registers the inline_swin_* and inline_pvt_* models with timm
+from inline_backbones.cli import run_tool
 
 
 def build_model(name, checkpoint, num_classes=None, model_args=None):
@@ -131,4 +132,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    run_tool(main, 'eval_imagenet')

@@ -15,6 +15,7 @@ from functools import partial
 import torch
 
 from inline_backbones.analysis import flop_analyzer
+from inline_backbones.cli import run_tool
 from inline_backbones.task_tools import build_task_model
 
 DEFAULT_SHAPE = {'mmdet': (800, 1280), 'mmseg': (512, 2048)}
@@ -33,12 +34,12 @@ def count(config, shape=None):
     return params, flops, (H, W)
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('configs', nargs='+')
     parser.add_argument('--shape', type=int, nargs=2, metavar=('H', 'W'))
     parser.add_argument('--markdown', action='store_true', help='print a markdown table')
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     rows = []
     for config in args.configs:
         params, flops, (H, W) = count(config, args.shape)
@@ -51,4 +52,4 @@ def main():
 
 
 if __name__ == '__main__':
-    main()
+    run_tool(main, 'get_flops')

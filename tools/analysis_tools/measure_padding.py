@@ -27,6 +27,7 @@ import torch
 from inline_backbones.benchmark.names import build_backbone
 from inline_backbones.benchmark.options import parse_size
 from inline_backbones.benchmark.timing import interleaved
+from inline_backbones.cli import progress, run_tool
 
 STRIDES = (4, 8, 16, 32)
 
@@ -77,7 +78,13 @@ def latency(args):
     x = padded(torch.randn(1, 3, *image_hw), [s + (-s) % 32 for s in image_hw])
     models = {name: build(name, image_hw) for name in args.models}
     calls = {name: functools.partial(run, model, x, image_hw) for name, model in models.items()}
-    times, _ = interleaved(calls, args.repeats, 1, torch.device('cpu'))
+    interleaved(calls, 0, 1, torch.device('cpu'))                  # the warm-up round
+    times = {name: [] for name in calls}
+    for i in range(args.repeats):                                  # then one timed round at a time, each reported
+        for name, ms in interleaved(calls, 1, 0, torch.device('cpu'))[0].items():
+            times[name] += ms
+        progress('measure_padding', f'round {i + 1}/{args.repeats}: '
+                 + ', '.join(f'{name} {ms[-1] / 1e3:.2f} s' for name, ms in times.items()))
     first = statistics.median(times[args.models[0]])
     print(f'batch 1, fp32, {torch.get_num_threads()} threads, {args.latency_image} image in a '
           f'{x.shape[-2]}x{x.shape[-1]} input, median of {args.repeats} interleaved rounds:')
@@ -88,7 +95,7 @@ def latency(args):
         print(f'| {name} | {med / 1e3:.3f} | {min(t) / 1e3:.3f}-{max(t) / 1e3:.3f} | {med / first:.3f} |')
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--image', default='800x1216')
     parser.add_argument('--padded', nargs='+', default=['800x1344', '1216x1344'])
@@ -96,7 +103,7 @@ def main():
     parser.add_argument('--latency', action='store_true', help='time the modes instead')
     parser.add_argument('--latency-image', default='800x1333')
     parser.add_argument('--repeats', type=int, default=7)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.latency:
         args.models = args.models or ['inline-swin-t', 'inline-swin-t-pa', 'inline-swin-t-w56', 'inline-swin-t-pa-w56']
         latency(args)
@@ -107,4 +114,4 @@ def main():
 
 
 if __name__ == '__main__':
-    main()
+    run_tool(main, 'measure_padding')

@@ -33,6 +33,8 @@ import os.path as osp
 import re
 import sys
 
+from inline_backbones.cli import run_tool
+
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 COCO_TRAIN_IMAGES = 117266      # train2017 images with annotations (filter_empty_gt=True in every COCO config)
 GPUS = 8                        # the recipe: 8 GPUs x 2 images
@@ -214,4 +216,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    run_tool(main, 'training_cost')

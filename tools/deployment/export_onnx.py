@@ -28,8 +28,9 @@ import sys
 import time
 
 import torch
-from mmengine.config import Config, DictAction
+from mmengine.config import DictAction
 
+from inline_backbones.cli import exit_on_user_error, run_tool
 from inline_backbones.export import (
     EXPORTERS,
     OPSET,
@@ -41,7 +42,7 @@ from inline_backbones.export import (
     run_onnx,
     session_spins,
 )
-from inline_backbones.tool_inputs import check_checkpoint, check_config, exit_on_input_error
+from inline_backbones.tool_inputs import check_checkpoint, check_config, read_config
 
 
 def build_model(name, checkpoint=None, cfg_options=None, backbone_only=False):
@@ -52,7 +53,7 @@ def build_model(name, checkpoint=None, cfg_options=None, backbone_only=False):
 
         from inline_backbones.task_tools import task_of
 
-        cfg = Config.fromfile(name)
+        cfg = read_config(name)
         if cfg_options:
             cfg.merge_from_dict(cfg_options)
         task = task_of(cfg)
@@ -131,7 +132,7 @@ def main(argv=None):
         if args.exporter != 'dynamo':
             parser.error('--dynamic needs --exporter dynamo (the TorchScript exporter exports one fixed size)')
     out = args.out or f'{osp.splitext(osp.basename(args.model))[0]}_{args.exporter}.onnx'
-    with exit_on_input_error('export_onnx'):   # before any model is built: one line, status 1
+    with exit_on_user_error('export_onnx'):   # before any model is built: one line, status 1
         if args.model.endswith('.py'):
             check_config(args.model)
         if args.checkpoint:
@@ -175,4 +176,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    run_tool(main, 'export_onnx')

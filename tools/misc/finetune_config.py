@@ -291,4 +291,6 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    main()
+    from inline_backbones.cli import run_tool
+
+    run_tool(main, 'finetune_config')

@@ -15,6 +15,7 @@ docs/upstream_recipes.md (inline_backbones/upstream_recipe.py does the work).
 import argparse
 import sys
 
+from inline_backbones.cli import run_tool
 from inline_backbones.upstream_recipe import RecipeError, check_written, default_out, plan, write
 
 
@@ -48,4 +49,4 @@ def main(argv=None):
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(run_tool(main, 'inline_recipe'))

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from ...registry import MODELS
 from ..backbone import Backbone
 from ..classifier import Classifier, register_classifiers
+from ..errors import ModelArgumentError
 from ..stages import Stage
 from ..tokens.token_map import TokenMap
 from ..trunk import Family
@@ -57,8 +58,9 @@ def build(trunk, arch, layout, drop_path_rates, in_channels, with_cp, la_sr_rati
     """The stages, each with its patch and position embedding (pre-training grid ``pretrain_img_size / stride``)."""
     la_sr = [int(r) for r in (str(la_sr_ratios) if isinstance(la_sr_ratios, (int, str)) else la_sr_ratios)]
     if any(r != 1 for r in la_sr):
-        raise ValueError(f'la_sr_ratios {la_sr_ratios!r}: InLine-PVT supports 1 only (no key reduction in InLine '
-                         'stages); the authors\' la_sr_ratio > 1 is broken and unused by the released models')
+        raise ModelArgumentError(f'la_sr_ratios {la_sr_ratios!r}: InLine-PVT supports 1 only (no key reduction in '
+                                 'InLine stages); the authors\' la_sr_ratio > 1 is broken and unused by the released '
+                                 'models')
     dims = arch['embed_dims']
     stages, grid, channels = [], pretrain_img_size, in_channels
     for i, names in enumerate(layout):

@@ -41,6 +41,7 @@ from ...registry import MODELS
 from ..backbone import Backbone
 from ..blocks import PatchEmbed, PatchMerging
 from ..classifier import Classifier, register_classifiers
+from ..errors import ModelArgumentError
 from ..stages import Stage
 from ..tokens.token_map import TokenMap
 from ..trunk import Family
@@ -73,10 +74,10 @@ def build(trunk, arch, layout, drop_path_rates, in_channels, with_cp, kernel_fun
     ``min(flatten_window_size, flatten_img_size // (patch_size * 2**i))`` tokens a side, the authors' rule."""
     if inline_window_size is not None and (isinstance(inline_window_size, bool)
                                            or not isinstance(inline_window_size, int) or inline_window_size < 1):
-        raise ValueError(f'inline_window_size must be None or a positive int, got {inline_window_size!r}')
+        raise ModelArgumentError(f'inline_window_size must be None or a positive int, got {inline_window_size!r}')
     if any('linear' in stage for stage in layout) and inline_window_size is not None:
-        raise ValueError(f'layout {trunk.attn_type!r} has plain linear attention blocks (letter L, an ablation), '
-                         'which attend globally: inline_window_size must be None')
+        raise ModelArgumentError(f'layout {trunk.attn_type!r} has plain linear attention blocks (letter L, an '
+                                 'ablation), which attend globally: inline_window_size must be None')
     trunk.inline_window_size = inline_window_size
     trunk.patch_size = patch_size
     trunk.patch_embed = PatchEmbed(in_channels, arch['embed_dims'], patch_size)
