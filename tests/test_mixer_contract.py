@@ -50,9 +50,13 @@ def test_defaults_bias_and_dropout(name):
 
 @pytest.mark.parametrize('name', BUILT_IN)
 def test_channels_must_divide_into_heads(name):
-    with pytest.raises(ValueError) as error:
+    """Every mixer refuses a width its heads do not divide with the models' argument error (one line from the
+    tools), saying where a size of one's own goes."""
+    from inline_backbones.models.errors import ModelArgumentError
+    with pytest.raises(ModelArgumentError) as error:
         build_mixer(dict(type=name), 10, 3, block_index=0)
-    assert str(error.value) == 'embed_dims 10 is not divisible by num_heads 3'
+    assert str(error.value).startswith('embed_dims 10 is not divisible by num_heads 3: ')
+    assert 'arch=dict(embed_dims=' in str(error.value)
 
 
 @pytest.mark.parametrize('name, options, expected', [

@@ -157,6 +157,17 @@ def test_which_errors_are_mistakes_and_their_lines():
     assert user_message(KeyError('model')) is None and user_message(ValueError('x')) is None
 
 
+def test_a_size_of_ones_own_that_the_heads_do_not_divide_is_a_mistake():
+    """A custom arch whose width its heads do not divide (a CSwin config's ``arch=dict(embed_dims=97, ...)``) is
+    refused by the mixers with the models' argument error: one line from the tools, naming where sizes go."""
+    from inline_backbones import InLineCSwinTransformer
+
+    with pytest.raises(ModelArgumentError) as error:
+        InLineCSwinTransformer(arch=dict(embed_dims=97, depths=[1, 1, 1, 1], num_heads=[2, 4, 8, 16],
+                                         split_size=[1, 2, 7, 7]), attn_type='IIII', init_cfg=None)
+    assert user_message(error.value).startswith('embed_dims 97 is not divisible by num_heads 2: ')
+
+
 def test_upstream_warnings_are_hidden_and_others_shown():
     """pkg_resources' deprecation (mmengine imports it to find mmdet) is not shown; a warning about anything else
     is."""

@@ -24,22 +24,23 @@ from torch import nn
 
 from ..checkpoint import download_checkpoint, extract_state_dict, filter_state_dict, load_pretrained
 from ..released import PAPER_FIGURES, arch_checkpoints
+from .errors import ModelArgumentError
 from .stages import to_nhwc
 from .trunk import ARCH_REQUIRED, Trunk, adapt_first_conv, first_conv_weights, init_linear
 
 
 def check_img_size(img_size):
-    """timm's ``img_size`` (an int or an (H, W) pair of positive ints, or None) as a pair or None; TypeError /
-    ValueError naming the value. The models take any input size (no parameter is sized by it), so it only has to
-    be a size."""
+    """timm's ``img_size`` (an int or an (H, W) pair of positive ints, or None) as a pair or None;
+    :class:`~.errors.ModelArgumentError` naming the value. The pyramid families take any input size (no parameter
+    is sized by it); InLine-DeiT's position grid is (its ``dynamic_img_size`` decides what other sizes get)."""
     if img_size is None:
         return None
     pair = (img_size, img_size) if isinstance(img_size, int) else img_size
     if (not isinstance(pair, (tuple, list)) or len(pair) != 2
             or not all(isinstance(v, int) and not isinstance(v, bool) for v in pair)):
-        raise TypeError(f'img_size must be an int or an (H, W) pair of ints, got {img_size!r}')
+        raise ModelArgumentError(f'img_size must be an int or an (H, W) pair of ints, got {img_size!r}')
     if min(pair) < 1:
-        raise ValueError(f'img_size must be positive, got {img_size!r}')
+        raise ModelArgumentError(f'img_size must be positive, got {img_size!r}')
     return tuple(pair)
 
 
@@ -48,7 +49,7 @@ def check_global_pool(global_pool, prefix_tokens=0):
     if global_pool in ('avg', '') or (prefix_tokens and global_pool == 'token'):
         return global_pool
     choices = "'token', 'avg' or ''" if prefix_tokens else "'avg' or ''"
-    raise ValueError(f'global_pool must be {choices}, got {global_pool!r}')
+    raise ModelArgumentError(f'global_pool must be {choices}, got {global_pool!r}')
 
 
 class Classifier(Trunk):

@@ -42,6 +42,7 @@ from torch import nn
 
 from ...regions import split_regions
 from ..classifier import Classifier, register_classifiers
+from ..errors import ModelArgumentError
 from ..stages import Stage, input_regions, to_nhwc
 from ..tokens.graph_mode import graph_leaf
 from ..tokens.token_map import TokenMap
@@ -95,8 +96,8 @@ def build(trunk, arch, layout, drop_path_rates, in_channels, with_cp, qkv_bias, 
     """The stem (``trunk.patch_embed``, ``trunk.cls_token``, ``trunk.pos_embed``, ``trunk.pos_drop``) and the one
     stage of InLine blocks; ``trunk.dynamic_img_size`` as timm's ViT has it."""
     if len(layout) != 1:
-        raise ValueError(f'InLine-DeiT has one stage (a plain ViT): depths and num_heads take one entry each, got '
-                         f'depths={arch["depths"]}')
+        raise ModelArgumentError(f'InLine-DeiT has one stage (a plain ViT): depths and num_heads take one entry '
+                                 f'each, got depths={arch["depths"]}')
     dims = arch['embed_dims']
     trunk.dynamic_img_size = dynamic_img_size
     trunk.patch_embed = ViTPatchEmbed(to_2tuple(arch['img_size']), arch['patch_size'], in_channels, dims,

@@ -10,6 +10,7 @@ the odd blocks of a stage (``shift=True``), as in Swin. Mixers whose class sets 
 the block's input before its norm (:class:`~..blocks.TransformerBlock`).
 """
 
+from ..errors import ModelArgumentError
 from ..tokens.graph_mode import graph_leaf
 from .cswin_attention import CSwinInLineAttention, CSwinStripeAttention
 from .deit_attention import PrefixInLineAttention
@@ -47,7 +48,7 @@ def build_mixer(cfg, embed_dims, num_heads, block_index):
     cfg = dict(cfg)
     name = cfg.pop('type')
     if name not in MIXERS:
-        raise ValueError(f'unknown token mixer {name!r}; registered: {sorted(MIXERS)}')
+        raise ModelArgumentError(f'unknown token mixer {name!r}; registered: {sorted(MIXERS)}')
     cls = MIXERS[name]
     if getattr(cls, 'alternates_shift', False):
         cfg['shift'] = block_index % 2 == 1

@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import ModelArgumentError, check_heads
 from ..tokens.masks import from_windows, to_windows
 from .fused_linear import linear
 from .inline_attention import InLineAttention
@@ -112,13 +113,12 @@ class CSwinStripeAttention(nn.Module):
 
     def __init__(self, embed_dims, num_heads, split_size=7, qkv_bias=True, attn_drop_rate=0., proj_drop_rate=0.):
         super().__init__()
-        if embed_dims % num_heads:
-            raise ValueError(f'embed_dims {embed_dims} is not divisible by num_heads {num_heads}')
+        check_heads(embed_dims, num_heads)
         branches = 1 if split_size is None else 2
         if branches == 2 and (num_heads % 2 or isinstance(split_size, bool) or not isinstance(split_size, int)
                               or split_size < 1):
-            raise ValueError(f'cross-shaped stripes take a positive int split_size and an even head count (half '
-                             f'per branch), got split_size={split_size!r}, num_heads={num_heads}')
+            raise ModelArgumentError(f'cross-shaped stripes take a positive int split_size and an even head count '
+                                     f'(half per branch), got split_size={split_size!r}, num_heads={num_heads}')
         self.embed_dims = embed_dims
         self.num_heads = num_heads
         self.split_size = split_size

@@ -40,6 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import ModelArgumentError, check_heads
 from ..tokens.graph_mode import may_branch_on_size, regions_in_graph
 from ..tokens.masks import from_windows, to_windows
 
@@ -81,13 +82,12 @@ class FocusedLinearAttention(nn.Module):
     def __init__(self, embed_dims, num_heads, window_size=56, qkv_bias=True, focusing_factor=3, kernel_size=5,
                  proj_drop_rate=0., global_attention=False, shift=False):
         super().__init__()
-        if embed_dims % num_heads:
-            raise ValueError(f'embed_dims {embed_dims} is not divisible by num_heads {num_heads}')
+        check_heads(embed_dims, num_heads)
         for name, value in (('window_size', window_size), ('kernel_size', kernel_size)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f'{name} of focused linear attention must be a positive int, got {value!r}')
+                raise ModelArgumentError(f'{name} of focused linear attention must be a positive int, got {value!r}')
         if kernel_size % 2 == 0:
-            raise ValueError(f'kernel_size of focused linear attention must be odd, got {kernel_size}')
+            raise ModelArgumentError(f'kernel_size of focused linear attention must be odd, got {kernel_size}')
         self.embed_dims = embed_dims
         self.num_heads = num_heads
         self.head_dims = embed_dims // num_heads

@@ -43,6 +43,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import ModelArgumentError, check_heads
 from ..tokens.graph_mode import exporting_or_tracing
 from ..tokens.masks import from_windows, to_windows
 from .fused_linear import linear
@@ -84,11 +85,11 @@ class InLineAttention(nn.Module):
         super().__init__()
         if window_size is not None and (isinstance(window_size, bool) or not isinstance(window_size, int)
                                         or window_size < 1):
-            raise ValueError(f'window_size of InLine attention must be None or a positive int, got {window_size!r}')
-        if embed_dims % num_heads:
-            raise ValueError(f'embed_dims {embed_dims} is not divisible by num_heads {num_heads}')
+            raise ModelArgumentError(
+                f'window_size of InLine attention must be None or a positive int, got {window_size!r}')
+        check_heads(embed_dims, num_heads)
         if kernel_func not in KERNEL_FUNCTIONS:
-            raise ValueError(f'unknown kernel_func {kernel_func!r}; choose one of {sorted(KERNEL_FUNCTIONS)}')
+            raise ModelArgumentError(f'unknown kernel_func {kernel_func!r}; choose one of {sorted(KERNEL_FUNCTIONS)}')
         self.embed_dims = embed_dims
         self.num_heads = num_heads
         self.head_dims = embed_dims // num_heads

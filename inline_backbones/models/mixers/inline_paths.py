@@ -39,6 +39,7 @@ from typing import NamedTuple
 
 import torch
 
+from ..errors import ModelArgumentError
 from ..tokens.graph_mode import exporting_or_tracing, may_branch_on_size
 
 PATHS = ('reference', 'torch', 'triton')
@@ -63,7 +64,7 @@ def force_path(name):
     set before the first kernel is compiled)."""
     global _forced
     if name not in PATHS:
-        raise ValueError(f'unknown InLine attention path {name!r}; choose one of {PATHS}')
+        raise ModelArgumentError(f'unknown InLine attention path {name!r}; choose one of {PATHS}')
     previous, _forced = _forced, name
     try:
         yield

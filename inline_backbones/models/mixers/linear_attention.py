@@ -19,6 +19,7 @@ The sums over tokens accumulate in fp32 (or fp64) whatever the input dtype.
 import torch
 from torch import nn
 
+from ..errors import ModelArgumentError, check_heads
 from .inline_attention import KERNEL_FUNCTIONS
 
 LINEAR_KERNELS = ('exp', 'relu')   # non-negative kernels: the normaliser q_i . mean(k) is >= 0
@@ -38,11 +39,10 @@ class LinearAttention(nn.Module):
 
     def __init__(self, embed_dims, num_heads, qkv_bias=True, kernel_func='relu', proj_drop_rate=0.):
         super().__init__()
-        if embed_dims % num_heads:
-            raise ValueError(f'embed_dims {embed_dims} is not divisible by num_heads {num_heads}')
+        check_heads(embed_dims, num_heads)
         if kernel_func not in LINEAR_KERNELS:
-            raise ValueError(f'linear attention needs a non-negative kernel; kernel_func {kernel_func!r} is not '
-                             f'one of {list(LINEAR_KERNELS)}')
+            raise ModelArgumentError(f'linear attention needs a non-negative kernel; kernel_func {kernel_func!r} is '
+                                     f'not one of {list(LINEAR_KERNELS)}')
         self.embed_dims = embed_dims
         self.num_heads = num_heads
         self.head_dims = embed_dims // num_heads

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import ModelArgumentError, check_heads
 from .fused_linear import linear
 from .inline_attention import InLineAttention
 
@@ -35,8 +36,9 @@ class InLinePVTAttention(InLineAttention):
 
     def __init__(self, embed_dims, num_heads, qkv_bias=True, proj_drop_rate=0., sr_ratio=1):
         if sr_ratio != 1:
-            raise ValueError(f'InLine-PVT attention supports la_sr_ratio 1 only (no spatial reduction), got '
-                             f'{sr_ratio!r}: the authors\' la_sr_ratio > 1 is broken and unused by the released models')
+            raise ModelArgumentError(f'InLine-PVT attention supports la_sr_ratio 1 only (no spatial reduction), got '
+                                     f'{sr_ratio!r}: the authors\' la_sr_ratio > 1 is broken and unused by the '
+                                     'released models')
         super().__init__(embed_dims, num_heads, qkv_bias=qkv_bias, proj_drop_rate=proj_drop_rate)
 
     def _build_projections(self, embed_dims, qkv_bias):
@@ -87,10 +89,9 @@ class SpatialReductionAttention(nn.Module):
     def __init__(self, embed_dims, num_heads, sr_ratio=1, qkv_bias=True, attn_drop_rate=0., proj_drop_rate=0.,
                  norm_eps=1e-5):
         super().__init__()
-        if embed_dims % num_heads:
-            raise ValueError(f'embed_dims {embed_dims} is not divisible by num_heads {num_heads}')
+        check_heads(embed_dims, num_heads)
         if isinstance(sr_ratio, bool) or not isinstance(sr_ratio, int) or sr_ratio < 1:
-            raise ValueError(f'sr_ratio must be a positive int, got {sr_ratio!r}')
+            raise ModelArgumentError(f'sr_ratio must be a positive int, got {sr_ratio!r}')
         self.embed_dims = embed_dims
         self.num_heads = num_heads
         self.sr_ratio = sr_ratio

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import check_heads
 from ..tokens.graph_mode import exporting, may_branch_on_size
 from ..tokens.masks import from_windows, to_windows
 from .fused_linear import linear
@@ -76,8 +77,7 @@ class WindowAttention(nn.Module):
     def __init__(self, embed_dims, num_heads, window_size=7, qkv_bias=True, attn_drop_rate=0.,
                  proj_drop_rate=0., shift=False):
         super().__init__()
-        if embed_dims % num_heads:
-            raise ValueError(f'embed_dims {embed_dims} is not divisible by num_heads {num_heads}')
+        check_heads(embed_dims, num_heads)
         self.embed_dims = embed_dims
         self.num_heads = num_heads
         self.window_size = window_size
