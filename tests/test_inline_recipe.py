@@ -10,6 +10,7 @@ import torch
 from helpers import PVT_SIZES, SWIN_SIZES, build_detector, build_segmentor, recipe_id, upstream_recipe_files
 from tool_modules import load_tool
 
+from inline_backbones.cli import run_tool
 from inline_backbones.models.upstream_args import PVT_ARGS, SWIN_ARGS, Fixed
 from inline_backbones.released import PVT_ARCH_CHECKPOINTS, SWIN_ARCH_CHECKPOINTS
 from inline_backbones.upstream_recipe import RecipeError, base_name, check_written, default_out, plan, render, write
@@ -309,11 +310,12 @@ def test_tool_writes_and_reports(tmp_path, capsys, monkeypatch):
     ('mmdet::swin/no-such-recipe.py', 'no such config'),
     ('mmcls::swin/x.py', 'mmcls:: is no package of recipes here'),
 ])
-def test_tool_refuses_with_one_line(recipe, message, tmp_path, capsys, monkeypatch):
+def test_tool_refuses_with_one_line(recipe, message, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert tool.main([recipe]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith('error: ') and message in err and err.count('\n') == 1
+    with pytest.raises(SystemExit) as stop:
+        run_tool(tool.main, 'inline_recipe', [recipe])
+    assert stop.value.code.startswith('[inline_recipe] error: ') and message in stop.value.code
+    assert '\n' not in stop.value.code
     assert not (tmp_path / 'configs').exists()
 
 
@@ -323,8 +325,9 @@ def test_layout_for_a_size_without_release(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert 'could not:\n  weights: no released InLine-Swin checkpoint of this size' in printed
     assert Config.fromfile(out).model.backbone.init_cfg is None
-    assert tool.main(['mmdet::dino/dino-5scale_swin-l_8xb2-12e_coco.py', '--layout', 'IIS', '--out', out]) == 1
-    assert 'does not build' in capsys.readouterr().err
+    with pytest.raises(SystemExit, match=r'\[inline_recipe\] error: .*does not build'):
+        run_tool(tool.main, 'inline_recipe', ['mmdet::dino/dino-5scale_swin-l_8xb2-12e_coco.py', '--layout', 'IIS',
+                                              '--out', out])
 
 
 def test_no_padding_aware_keeps_preprocessor(tmp_path):

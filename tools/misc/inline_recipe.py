@@ -16,7 +16,7 @@ import argparse
 import sys
 
 from inline_backbones.cli import run_tool
-from inline_backbones.upstream_recipe import RecipeError, check_written, default_out, plan, write
+from inline_backbones.upstream_recipe import check_written, default_out, plan, write
 
 
 def main(argv=None):
@@ -29,13 +29,9 @@ def main(argv=None):
     parser.add_argument('--no-padding-aware', dest='padding_aware', action='store_false',
                         help="keep the recipe's preprocessor and padding-aware mode off (the paper's protocol)")
     args = parser.parse_args(argv)
-    try:
-        swap = plan(args.recipe, padding_aware=args.padding_aware, layout=args.layout)
-        out = write(swap, args.out or default_out(args.recipe))
-        check_written(out, swap)
-    except RecipeError as err:
-        print(f'error: {err}', file=sys.stderr)
-        return 1
+    swap = plan(args.recipe, padding_aware=args.padding_aware, layout=args.layout)
+    out = write(swap, args.out or default_out(args.recipe))
+    check_written(out, swap)
     print(f'wrote {out}: {swap.family} in {swap.base}')
     print('changed:')
     for line in swap.changed:
