@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .config_code import as_code, plain
 from .tool_inputs import ToolInputError
 
 IGNORE_INDEX = 255
@@ -266,22 +267,6 @@ def describe(folder):
     return lines
 
 
-def _plain(node):
-    """``node`` without the ``_scope_`` keys mmengine adds to what an ``mmseg::`` base defines, as plain dicts."""
-    if isinstance(node, dict):
-        return {k: _plain(v) for k, v in node.items() if k != '_scope_'}
-    if isinstance(node, (list, tuple)):
-        return type(node)(_plain(v) for v in node)
-    return node
-
-
-def as_code(node):
-    """``node`` written as config code: dicts as ``dict(key=value, ...)``, the rest by ``repr``."""
-    if isinstance(node, dict):
-        return 'dict(' + ', '.join(f'{k}={as_code(v)}' for k, v in node.items()) + ')'
-    return repr(node)
-
-
 class _Variable(str):
     """A name written into the config as itself (a variable of the config), not as a string."""
 
@@ -313,7 +298,7 @@ def base_recipe(base):
     """The resolved config ``base`` (a path) as plain dicts."""
     from mmengine.config import Config
 
-    return _plain(Config.fromfile(base).to_dict())
+    return plain(Config.fromfile(base).to_dict())
 
 
 def recipe_defaults(recipe, crop_size, iters):
@@ -362,7 +347,7 @@ def render(folder, base, recipe, out, palette, crop_size, img_scale, iters, warm
     ]
     for name, pipeline in (('train_pipeline', recipe['train_dataloader']['dataset']['pipeline']),
                            ('test_pipeline', recipe['test_dataloader']['dataset']['pipeline'])):
-        lines += [f'{name} = ['] + [f'    {as_code(step)},' for step in adapt_pipeline(pipeline)] + [']']
+        lines += [f'{name} = ['] + [f'    {as_code(step, 4)},' for step in adapt_pipeline(pipeline)] + [']']
     lines += [
         "dataset = dict(type='BaseSegDataset', data_root=data_root, metainfo=metainfo, "
         f'img_suffix={folder.img_suffix!r},',
@@ -386,7 +371,7 @@ def render(folder, base, recipe, out, palette, crop_size, img_scale, iters, warm
         f'max_iters = {iters}',
         f'train_cfg = dict(max_iters=max_iters, val_interval={val_interval})',
         'param_scheduler = [',
-        *[f'    {as_code(s)},' for s in schedule(recipe['param_scheduler'], warmup_iters, iters)],
+        *[f'    {as_code(s, 4)},' for s in schedule(recipe['param_scheduler'], warmup_iters, iters)],
         ']',
         f'default_hooks = dict(checkpoint=dict(interval={val_interval}))',
         '',

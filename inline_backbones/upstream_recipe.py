@@ -30,6 +30,7 @@ import textwrap
 from dataclasses import dataclass, field
 
 from . import recipe_optimizer
+from .config_code import as_code, plain
 from .models.upstream_args import PVT_ARGS, SWIN_ARGS, Arch, Fixed, translate
 
 # The upstream backbone type -> (InLine backbone class name, the family's argument table, family name).
@@ -100,15 +101,6 @@ def recipe_path(recipe):
     return path
 
 
-def _plain(node):
-    """``node`` as plain dicts, lists and tuples, without mmengine's ``_scope_`` keys."""
-    if isinstance(node, dict):
-        return {k: _plain(v) for k, v in node.items() if k != '_scope_'}
-    if isinstance(node, (list, tuple)):
-        return type(node)(_plain(v) for v in node)
-    return node
-
-
 def _short_type(value):
     return value.rpartition('.')[2] if isinstance(value, str) else value
 
@@ -123,7 +115,7 @@ def plan(recipe, padding_aware=True, layout=None):
     task = cfg.get('default_scope')
     if task not in ('mmdet', 'mmseg'):
         raise RecipeError(f'{recipe}: default_scope is {task!r}; an mmdet or mmseg recipe is expected')
-    model = _plain(cfg.to_dict().get('model') or {})
+    model = plain(cfg.to_dict().get('model') or {})
     upstream = dict(model.get('backbone') or {})
     kind = _short_type(upstream.get('type'))
     if kind not in BACKBONES:
@@ -137,7 +129,7 @@ def plan(recipe, padding_aware=True, layout=None):
     _swap_preprocessor(swap, model.get('data_preprocessor'), padding_aware)
     swap.custom_imports = _imports(cfg.get('custom_imports'), swap)
     inline = build_backbone(swap.backbone, recipe)
-    _swap_optimizer(swap, _plain(cfg.to_dict().get('optim_wrapper') or {}), upstream, inline, table)
+    _swap_optimizer(swap, plain(cfg.to_dict().get('optim_wrapper') or {}), upstream, inline, table)
     if cfg.get('load_from'):
         swap.load_from = True
         swap.cannot.append(f'load_from: the recipe fine-tunes a whole {table.upstream} model ({cfg.load_from}); '
@@ -282,21 +274,6 @@ def _imports(existing, swap):
     return names + [n for n in wanted if n not in names]
 
 
-def _py(value, indent=0):
-    """``value`` as config source: dicts with identifier keys as ``dict(key=value)``, one key per line when the
-    whole does not fit in a line; other values as their ``repr``."""
-    if isinstance(value, dict) and value:
-        named = all(isinstance(k, str) and k.isidentifier() for k in value)
-        items = [(f'{k}=' if named else f'{k!r}: ') + _py(v, indent + 4) for k, v in value.items()]
-        opening, closing = ('dict(', ')') if named else ('{', '}')
-        flat = opening + ', '.join(items) + closing
-        if len(flat) + indent <= 100 and '\n' not in flat:
-            return flat
-        pad = ' ' * (indent + 4)
-        return opening + '\n' + ',\n'.join(pad + item for item in items) + ',\n' + ' ' * indent + closing
-    return repr(value)
-
-
 def render(swap, tool='tools/misc/inline_recipe.py'):
     """The child config's text: a header saying what it is, ``_base_``, ``custom_imports``, the model's new parts,
     the optimizer's key, and the changes as comments."""
@@ -316,9 +293,9 @@ def render(swap, tool='tools/misc/inline_recipe.py'):
     if swap.data_preprocessor is not None:
         model['data_preprocessor'] = swap.data_preprocessor
     model['backbone'] = swap.backbone
-    lines.append('model = ' + _py(model))
+    lines.append('model = ' + as_code(model))
     if swap.optim_wrapper is not None:
-        lines += ['', 'optim_wrapper = ' + _py(swap.optim_wrapper)]
+        lines += ['', 'optim_wrapper = ' + as_code(swap.optim_wrapper)]
     if swap.load_from:
         lines += ['', 'load_from = None']
     return '\n'.join(lines) + '\n'
