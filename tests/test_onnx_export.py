@@ -1,19 +1,21 @@
-"""ONNX export gives eager's numbers: every mixer through both torch exporters (the default one with dynamic
-sizes, checked at two sizes) and ``torch.jit.trace``; the timm classifier; a Mask R-CNN config's backbone +
-neck; padding-aware mode with the regions as an input; one file on both sides of Swin's small-map rule, through
-``torch.onnx.export`` itself. Small random models."""
+"""ONNX export gives eager's numbers: every family and token mixer through both torch exporters (the default one with
+dynamic sizes, checked at the example and at other sizes) and ``torch.jit.trace``; the graph form of the window
+partition; the timm classifier; a Mask R-CNN config's backbone + neck; padding-aware mode with the regions as an
+input; one file on both sides of Swin's small-map rule, through ``torch.onnx.export`` itself. Small random models."""
 import importlib
 import os
 import os.path as osp
 import sys
+from collections.abc import Callable
+from typing import NamedTuple
 
 import pytest
 import timm
 import torch
-from padding_cases import small_backbone
+from padding_cases import randomized, small_backbone
 from tool_modules import load_tool
 
-from inline_backbones import InLineCSwinTransformer
+from inline_backbones import InLineCSwinTransformer, InLineDeiTClassifier, InLinePVT, InLineSwinTransformer
 from inline_backbones.export import (
     ExtractFeat,
     export_onnx,
@@ -22,6 +24,7 @@ from inline_backbones.export import (
     relative_errors,
     run_onnx,
     session_spins,
+    size_dims,
 )
 from inline_backbones.models.tokens.graph_mode import (
     exporting,
@@ -233,18 +236,12 @@ def test_graph_form_of_the_shift_rule_equals_eager(hw, monkeypatch):
     torch.testing.assert_close(graph_out, eager_out, rtol=0, atol=1e-6)
 
 
-def test_torch_onnx_export_is_right_on_both_sides_of_swins_small_map_rule(onnx_stack, tmp_path):
-    """``torch.onnx.export`` called directly (not through ``export_onnx``), dynamo exporter, H = 32 h and W = 32 w
-    with h, w in 2..8, at an example whose stage-4 map is 3x4 (not shifted: as InLine-Swin-T's 7x10 at 224x320).
-    The file used to keep the example's unshifted windows at every size (errors of 0.2-0.3 where stage 4 shifts);
-    it now gives eager's numbers where stage 4's map is smaller than, equal to and larger than the window."""
+def test_the_small_map_rule_sizes_straddle_the_rule():
+    """Case ``swin`` of :data:`EXPORT_CASES` exports from a 96x128 example, whose stage-4 map is 3x4 (not shifted: as
+    InLine-Swin-T's 7x10 at 224x320; such a file used to keep the example's unshifted windows at every size, errors of
+    0.2-0.3 where stage 4 shifts). Its sizes straddle the rule: unshifting stage 4 changes nothing where it does not
+    shift, a lot where it does."""
     model = mixer_backbone('IIIS')
-    h, w = torch.export.Dim('h', min=2, max=8), torch.export.Dim('w', min=2, max=8)
-    torch.onnx.export(model, (torch.randn(1, 3, 96, 128),), tmp_path / 'model.onnx', dynamo=True,
-                      dynamic_shapes=({2: 32 * h, 3: 32 * w},), external_data=False)
-    errors = onnx_errors(model, tmp_path / 'model.onnx', SMALL_MAP_RULE_SIZES)
-    assert max(max(e) for e in errors) < TOL, errors
-    # The sizes do straddle the rule: unshifting stage 4 changes nothing where it does not shift, a lot where it does.
     assert shifted_stage4_changes(model, (96, 256)) == 0 and shifted_stage4_changes(model, (128, 160)) > 0.05
 
 
@@ -370,16 +367,104 @@ def test_export_tool_checks_its_inputs_before_building(export_tool, tmp_path):
     assert str(exit_.value.code).startswith(f"[export_onnx] error: checkpoint '{tmp_path}/model.pth' is cut off")
 
 
-@pytest.mark.parametrize('exporter', ['dynamo', 'torchscript'])
-def test_cswin_backbone_exports(exporter, onnx_stack, tmp_path):
-    """InLine-CSwin (global InLine with LePE, stripes of 1, 2 and 7 padded to whole stripes, the last stage global)
-    on a small trunk; the dynamic range keeps stage 3's stripe counts above 1 (torch.export fixes a size of 1 at the
-    example's) and crosses its padding (14 to 18 columns: 0 and 4 padded cells)."""
+# Every family and every token mixer, each on a small random model that runs only the stages its mixers need
+# (``out_indices``): ``build``, the example size, the dynamic range and the sizes checked besides the example. At the
+# other sizes the windows and stripes take other counts and paddings, and the shifted blocks fall on the other side of
+# Swin's small-map rule (a shift of ``ws // 2`` only where ``min(h, w) > ws``).
+class ExportCase(NamedTuple):
+    build: Callable[[], torch.nn.Module]
+    example: tuple[int, int]
+    dynamic: tuple[tuple[int, int], tuple[int, int]]
+    sizes: list[tuple[int, int]]
+
+
+def random_model(cls, **kwargs):
     torch.manual_seed(0)
-    model = InLineCSwinTransformer(dict(embed_dims=8, depths=[1, 2, 1, 1], num_heads=[1, 2, 2, 4]),
-                                   attn_type='IISS', drop_path_rate=0.).eval()
-    sizes = [(224, 288), (288, 352)]
-    dynamic = tuple(sizes) if exporter == 'dynamo' else None
-    export_onnx(model, torch.randn(1, 3, *sizes[0]), tmp_path / 'model.onnx', exporter, dynamic=dynamic)
-    errors = onnx_errors(model, tmp_path / 'model.onnx', sizes + [(256, 320)] if dynamic else sizes[:1])
+    return randomized(cls(drop_path_rate=0., **kwargs))
+
+
+# Stage maps of the small backbones (stride 4 first) at 96x128, the example: 24x32; at the other sizes 16x24 (64x96),
+# 40x48 (160x192) and 48x16 (192x64, larger than the windows on one side only).
+SIZES = dict(example=(96, 128), dynamic=((64, 64), (192, 192)), sizes=[(64, 96), (160, 192), (192, 64)])
+EXPORT_CASES = {
+    # Global InLine in stages 1-3, Swin's softmax in windows of 3 in stage 4 on both sides of the small-map rule
+    # (SMALL_MAP_RULE_SIZES; the example's 3x4 map is not shifted).
+    'swin': ExportCase(lambda: mixer_backbone('IIIS'), example=(96, 128), dynamic=((64, 64), (256, 256)),
+                       sizes=SMALL_MAP_RULE_SIZES),
+    # FLatten in windows of 20, shifted in the second block (at 24x32 and 40x48, not at 16x24 and 48x16), padded to
+    # whole windows; then plain linear attention.
+    'swin-flatten-linear': ExportCase(lambda: random_model(
+        InLineSwinTransformer, arch=dict(embed_dims=16, depths=[2, 1, 1, 1], num_heads=[1, 2, 4, 8]),
+        attn_type='FLSS', flatten_window_size=20, out_indices=(0, 1)), **SIZES),
+    # Global FLatten: its 20x20 positional encoding resized to the map (bicubic) in the graph.
+    'swin-flatten-global': ExportCase(lambda: random_model(
+        InLineSwinTransformer, arch=dict(embed_dims=16, depths=[1, 1, 1, 1], num_heads=[1, 2, 4, 8]),
+        attn_type='FSSS', flatten_global=True, flatten_window_size=20, out_indices=(0,)), **SIZES),
+    # InLine-PVT's global InLine, then PVT's spatial-reduction softmax (keys reduced 3x, sides 16, 32, 40 no multiple
+    # of 3), the position embedding resized from its 56x56 grid.
+    'pvt': ExportCase(lambda: random_model(
+        InLinePVT, arch=dict(embed_dims=[16, 32, 48, 64], depths=[2, 1, 1, 1], num_heads=[1, 2, 3, 4],
+                             sr_ratios=[3, 2, 2, 1]), attn_type='MSSS1', out_indices=(0,)), **SIZES),
+    # InLine-CSwin (global InLine with LePE, stripes of 1, 2 and 7 padded to whole stripes, the last stage one window):
+    # the range keeps stage 3's stripe counts above 1 (torch.export fixes a count of 1 at the example's) and crosses its
+    # padding (its maps 14x18, 18x22, 16x20: 0 to 6 cells padded).
+    'cswin': ExportCase(lambda: random_model(
+        InLineCSwinTransformer, arch=dict(embed_dims=8, depths=[1, 2, 1, 1], num_heads=[1, 2, 2, 4]),
+        attn_type='IISS'), example=(224, 288), dynamic=((224, 288), (288, 352)), sizes=[(288, 352), (256, 320)]),
+    # InLine-DeiT (timm classifier, logits): InLine over the class token and the map, the position embedding of its
+    # 4x4 grid resampled to the map (6x8 at the example).
+    'deit': ExportCase(lambda: random_model(
+        InLineDeiTClassifier, arch=dict(embed_dims=16, depths=[1], num_heads=[2], img_size=64), attn_type='I',
+        dynamic_img_size=True, num_classes=10), **SIZES),
+}
+
+
+@pytest.mark.parametrize('case', EXPORT_CASES)
+def test_every_family_and_mixer_exports_with_dynamic_sizes(case, onnx_stack, tmp_path):
+    """``torch.onnx.export`` called directly (no check of the range's corners as ``export_onnx`` adds), the default
+    exporter, H and W symbolic multiples of 32: one file gives eager's numbers at the example and at the other sizes
+    (FLatten's windows once failed to export: the roll's ``mod`` by a symbolic canvas side)."""
+    build, example, dynamic, sizes = EXPORT_CASES[case]
+    model = build()
+    torch.onnx.export(model, (torch.randn(1, 3, *example),), tmp_path / 'model.onnx', dynamo=True,
+                      dynamic_shapes=size_dims(*dynamic), external_data=False)
+    errors = onnx_errors(model, tmp_path / 'model.onnx', [example, *sizes])
     assert max(max(e) for e in errors) < TOL, errors
+
+
+# The TorchScript exporter's one size: the example's, except for the two families whose absolute position embedding is
+# resized there, which torch refuses (InLine-PVT: InLine's per-image 3x3 kernels lose their static shape after the
+# resize; InLine-DeiT: antialiased bicubic resampling has no TorchScript translation): they export at the embedding's
+# own size.
+TORCHSCRIPT_ONLY_AT = {'pvt': ((224, 224), 'convolution for kernel of unknown shape'),
+                       'deit': ((64, 64), 'aten::_upsample_bicubic2d_aa')}
+
+
+@pytest.mark.parametrize('case', EXPORT_CASES)
+def test_every_family_and_mixer_exports_through_torchscript_at_a_fixed_size(case, onnx_stack, tmp_path):
+    """The TorchScript exporter at one size gives eager's numbers; where torch refuses a family at the example's size,
+    the refusal is checked too (docs/deployment.md names both)."""
+    build, example, _, _ = EXPORT_CASES[case]
+    model, path = build(), tmp_path / 'model.onnx'
+    size = example
+    if case in TORCHSCRIPT_ONLY_AT:
+        size, refusal = TORCHSCRIPT_ONLY_AT[case]
+        with pytest.raises(Exception, match=refusal):
+            export_onnx(model, torch.randn(1, 3, *example), path, 'torchscript')
+    export_onnx(model, torch.randn(1, 3, *size), path, 'torchscript')
+    assert max(onnx_errors(model, path, [size])[0]) < TOL
+
+
+@pytest.mark.parametrize('hw', [(16, 24), (24, 32), (40, 48), (48, 16), (20, 20)])
+@pytest.mark.parametrize('clip', [False, True], ids=['flatten', 'inline'])
+def test_graph_form_of_the_window_plan_equals_eager(hw, clip, monkeypatch):
+    """Under export the plain window partition of a shifted block takes its shift from a tensor op on the map's sizes
+    (``masks.graph_shift``) and rolls by ``mod`` of tensors: the same windows as eager's Python choice, on maps smaller
+    than, equal to and larger than the window (20), on one side or both."""
+    from inline_backbones.models.tokens import masks
+
+    eager = masks.window_plan(hw, 2, 20, True, clip=clip)
+    monkeypatch.setattr(masks, 'exporting', lambda: True)
+    graph = masks.window_plan(hw, 2, 20, True, clip=clip)
+    assert graph.window_hw == eager.window_hw and graph.mask is eager.mask is None
+    assert torch.equal(graph.gather, eager.gather) and torch.equal(graph.scatter, eager.scatter)

@@ -25,7 +25,9 @@ Where it attends:
   by ``-window_size // 2`` where both sides exceed the window, and, as in the authors' blocks (their
   ``FocusedLinearAttention`` ignores the Swin seam mask it is handed), the windows that straddle the wrap-around seam
   are not split (:func:`~.masks.window_plan`, plain partition). At 224 px the released models' windows (56 and 28)
-  are the whole maps of stages 1 and 2, where nothing rolls.
+  are the whole maps of stages 1 and 2, where nothing rolls. Under export the shift is a tensor op on the map's sizes
+  and the padding and roll are index arithmetic on its symbolic sides (the plan's graph form), so one exported graph
+  rolls and pads as eager does at every size its dynamic shapes allow.
 * **Global** (``global_attention=True``): the whole map of each image, with ``P`` resized from its
   ``window_size`` x ``window_size`` grid to the map bicubically (``align_corners=False``): the interpolation the
   authors' own loader applies to this table when it fine-tunes FLatten-Swin-B from 224 to 384 px (``utils.py``,

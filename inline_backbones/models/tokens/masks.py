@@ -19,13 +19,17 @@ everywhere (the graph form of an unshifted block).
 Tokens are gathered into windows and scattered back with one ``index_select`` each (no loop over
 images or windows); the attention layer then sees a batch of windows.
 
-**Plain partition** (padding-aware mode off; only InLine blocks use it, softmax blocks keep
+**Plain partition** (padding-aware mode off; InLine's and FLatten's windows use it, softmax blocks keep
 :class:`WindowAttention`'s own roll and seam mask). The authors' rule for any H x W: windows of
-``(min(ws, H), min(ws, W))``; a shifted block, when ``min(H, W) > ws``, rolls the map by ``-ws // 2`` on
-both axes, and, as in the authors' code (their InLine layer ignores Swin's seam mask), the windows that
-straddle the wrap-around seam are not split. The map is zero-padded bottom/right to a window multiple
-and those zero tokens count in their window, as padded tokens do in Swin. With ``ws >= H, W`` this is
-global InLine.
+``(wh, ww) = (min(ws, H), min(ws, W))`` (InLine; FLatten keeps ``ws x ws``: ``clip=False``); a shifted block, when
+``min(H, W) > ws``, rolls the map by ``-s``, ``s = ws // 2``, on both axes, and, as in the authors' code (their
+InLine and FLatten layers ignore Swin's seam mask), the windows that straddle the wrap-around seam are not split.
+The map is zero-padded bottom/right to the canvas ``Hc x Wc = (H + (-H) mod wh) x (W + (-W) mod ww)`` and those zero
+tokens count in their window, as padded tokens do in Swin: canvas cell ``(r, c)`` holds token
+``((r + s) mod Hc, (c + s) mod Wc)`` where that lies in the map, and token ``(i, j)`` lies at cell
+``((i - s) mod Hc, (j - s) mod Wc)``. With ``ws >= H, W`` this is global InLine. Under export ``s`` is a 0-d tensor
+computed in the graph from the map's sizes (:func:`graph_shift`) and a symbolic canvas side enters ``mod`` as a 0-d
+tensor (:func:`_modulo`), so that one exported graph partitions every size its dynamic shapes allow as eager does.
 
 **Padding-aware partition** (each image's own ``h x w`` tokens known): the shift is decided per image
 from its own region (``s = ws // 2`` when ``min(h, w) > ws``), and the windows cover the image's rows
@@ -40,7 +44,7 @@ from typing import NamedTuple
 
 import torch
 
-from .graph_mode import exporting_or_tracing, regions_in_graph
+from .graph_mode import exporting, exporting_or_tracing, regions_in_graph
 
 SEAM_VALUE = -100.0
 
@@ -82,6 +86,22 @@ def shift_sizes(heights, widths, window_size):
     return window_size // 2 if min(heights, widths) > window_size else 0
 
 
+def graph_shift(hw_shape, window_size, device=None):
+    """The shift rule of an H x W map as a 0-d long tensor computed from the map's sizes (``ws // 2`` where
+    ``min(H, W) > ws``, else 0): the form of an exported graph, where ``H`` and ``W`` may be symbolic and a Python
+    choice on them would keep the example's side of the rule."""
+    H, W = (torch.scalar_tensor(s, dtype=torch.long, device=device) for s in hw_shape)
+    return shift_sizes(H, W, window_size)
+
+
+def _modulo(index, size):
+    """``index mod size`` of an int tensor; a symbolic ``size`` (a graph's map side) enters as a 0-d tensor, since
+    the ONNX exporter takes no symbolic scalar in ``remainder``."""
+    if isinstance(size, torch.SymInt):
+        size = torch.scalar_tensor(size, dtype=torch.long, device=index.device)
+    return index.remainder(size)
+
+
 def seam_mask(hw_padded, window_size, shift_size, device=None):
     """(nW, ws*ws, ws*ws) additive mask (0 or -100) of the windows of an Hp x Wp map rolled by ``-s``.
 
@@ -110,66 +130,88 @@ class WindowPlan(NamedTuple):
 def window_plan(hw_shape, batch_size, window_size, shift, region_shapes=None, clip=True, device=None):
     """The :class:`WindowPlan` of an H x W map for a (shifted) block. ``region_shapes`` (B, 2) turns on
     the padding-aware partition; ``clip`` lets windows shrink to a map side smaller than the window
-    (InLine; softmax windows keep ``ws x ws`` for their relative position bias)."""
+    (InLine; softmax windows keep ``ws x ws`` for their relative position bias, FLatten's for its positional
+    encoding)."""
+    if region_shapes is None:
+        return _plain_plan(hw_shape, batch_size, window_size, shift, clip, device)
     H, W = hw_shape
     B, ws = batch_size, window_size
-    aware = region_shapes is not None
     # What decides the partition's size is computed on the host (the shapes are small host tensors), so
     # building a plan never waits for the device; the index maps are built on ``device``. Under export the
     # regions are a graph input: the canvas takes its largest size for any regions (the extra windows hold
     # masked cells only) and every plan has a mask, so the graph's shapes do not depend on the regions.
-    static = aware and regions_in_graph()
-    if aware:
-        region_shapes = region_shapes.to('cpu' if not static else device)
-        heights, widths = region_shapes[:, 0], region_shapes[:, 1]
-        shifts = shift_sizes(heights, widths, ws) if shift else torch.zeros_like(heights)
-        rolls = shift if static else bool(shifts.any())
-    else:
-        heights, widths = torch.full((B,), H), torch.full((B,), W)
-        rolls = bool(shift and shift_sizes(H, W, ws))
-        shifts = torch.full((B,), ws // 2 if rolls else 0)
+    static = regions_in_graph()
+    region_shapes = region_shapes.to('cpu' if not static else device)
+    heights, widths = region_shapes[:, 0], region_shapes[:, 1]
+    shifts = shift_sizes(heights, widths, ws) if shift else torch.zeros_like(heights)
+    rolls = shift if static else bool(shifts.any())
     window_hw = (min(ws, H), min(ws, W)) if clip and not rolls else (ws, ws)
-    # Canvas cell (r, c) of image b holds its token (r - o_b, c - o_b): plain = a roll by -s (o = -s,
-    # modulo the canvas); padding-aware = the image placed at offset o = (ws - s) % ws, rest masked.
-    offsets = (ws - shifts) % ws if aware else -shifts
+    # Canvas cell (r, c) of image b holds its token (r - o_b, c - o_b): the image placed at offset
+    # o = (ws - s) % ws, the rest masked.
+    offsets = (ws - shifts) % ws
     if static:
         extra = (ws - ws // 2) % ws if shift else 0
     else:
-        extra = int(offsets.max()) if aware else 0
+        extra = int(offsets.max())
     canvas_h = H + extra + (-(H + extra)) % window_hw[0]
     canvas_w = W + extra + (-(W + extra)) % window_hw[1]
     # Every cell of every window holds an own token: nothing to mask.
     fills = not static and bool(((offsets == 0) & (heights == canvas_h) & (widths == canvas_w)).all())
-    if aware:
-        heights, widths, offsets = (to_device(t, device) for t in (heights, widths, offsets))
-    else:   # one value each: made on the device (no host copy, so a CUDA graph can capture the plan)
-        heights, widths, offsets = (torch.full((B,), int(t[0]), device=device) for t in (heights, widths, offsets))
+    heights, widths, offsets = (to_device(t, device) for t in (heights, widths, offsets))
     o = offsets[:, None]
     src_r = torch.arange(canvas_h, device=device) - o                               # (B, canvas_h)
     src_c = torch.arange(canvas_w, device=device) - o
-    if not aware:
-        src_r, src_c = src_r % canvas_h, src_c % canvas_w
     ok = ((src_r >= 0) & (src_r < heights[:, None]))[:, :, None] & \
         ((src_c >= 0) & (src_c < widths[:, None]))[:, None, :]                      # (B, canvas_h, canvas_w)
     src = _partition(torch.where(ok, src_r[:, :, None] * W + src_c[:, None, :], H * W), window_hw)
-    num_windows, L = src.shape[1], window_hw[0] * window_hw[1]
-    gather = (src + (torch.arange(B, device=device) * (H * W + 1))[:, None, None]).reshape(-1)
+    own = (torch.arange(H, device=device) < heights[:, None])[:, :, None] & \
+        (torch.arange(W, device=device) < widths[:, None])[:, None, :]
+    # Token (i, j) of image b sits at canvas cell (i + o_b, j + o_b).
+    rows, cols = torch.arange(H, device=device) + o, torch.arange(W, device=device) + o
+    gather, scatter = _index_maps(src, rows, cols, own, hw_shape, window_hw, canvas_w, B)
+    mask = None if fills else src.reshape(-1, src.shape[2], 1) != H * W
+    return WindowPlan(gather, scatter, window_hw, mask)
 
-    # Token (i, j) of image b sits at canvas cell (i + o_b, j + o_b) (plain: modulo the canvas).
-    rows = torch.arange(H, device=device) + o
-    cols = torch.arange(W, device=device) + o
-    if not aware:
-        rows, cols = rows % canvas_h, cols % canvas_w
+
+def _plain_plan(hw_shape, batch_size, window_size, shift, clip, device):
+    """The plain partition (module doc), one for every image of the batch: canvas cell ``(r, c)`` holds token
+    ``((r + s) mod Hc, (c + s) mod Wc)`` (none where that lies outside the H x W map), token ``(i, j)`` lies at
+    cell ``((i - s) mod Hc, (j - s) mod Wc)``. Built on ``device`` from sizes alone (no host copy, so a CUDA graph
+    can capture it); ``s`` is an int, or under export a 0-d tensor decided in the graph."""
+    H, W = hw_shape
+    ws = window_size
+    # Where the map rolls both its sides exceed ws, so clipped windows are ws x ws there too.
+    window_hw = (min(ws, H), min(ws, W)) if clip else (ws, ws)
+    s = (graph_shift(hw_shape, ws, device) if exporting() else shift_sizes(H, W, ws)) if shift else 0
+    # Whole windows, by a floor division of non-negative sizes: the ONNX exporter turns a symbolic ``//`` into an
+    # integer division that truncates (the file computed ``-(-H // wh) * wh`` as 60 for H = 64, wh = 20, not 80).
+    canvas_h, canvas_w = ((n + w - 1) // w * w for n, w in zip(hw_shape, window_hw, strict=True))
+    src_r = _modulo(torch.arange(canvas_h, device=device) + s, canvas_h)           # (canvas_h,)
+    src_c = _modulo(torch.arange(canvas_w, device=device) + s, canvas_w)
+    ok = (src_r < H)[:, None] & (src_c < W)[None, :]                                # (canvas_h, canvas_w)
+    src = _partition(torch.where(ok, src_r[:, None] * W + src_c[None, :], H * W)[None], window_hw)
+    rows = _modulo(torch.arange(H, device=device) - s, canvas_h)[None]               # (1, H)
+    cols = _modulo(torch.arange(W, device=device) - s, canvas_w)[None]
+    gather, scatter = _index_maps(src, rows, cols, None, hw_shape, window_hw, canvas_w, batch_size)
+    return WindowPlan(gather, scatter, window_hw, None)
+
+
+def _index_maps(src, rows, cols, own, hw_shape, window_hw, canvas_w, batch_size):
+    """A plan's ``gather`` and ``scatter`` for a batch of B images of an H x W map, from ``src`` (b, nW, L), the
+    token (``i W + j``; ``H W``: none) in each cell of each window, and ``rows`` (b, H), ``cols`` (b, W), the canvas
+    row of each token row and column (``b``: B, or 1 for a partition the batch shares). The window of canvas cell
+    ``(r, c)`` is ``(r // wh) (Wc // ww) + c // ww``, its place there ``(r mod wh) ww + c mod ww``. ``own`` (B, H, W)
+    bool: the tokens of each image (None: all), the others scatter the zero row."""
+    H, W = hw_shape
+    B, device = batch_size, src.device
+    num_windows, L = src.shape[1], src.shape[2]
+    gather = (src + (torch.arange(B, device=device) * (H * W + 1))[:, None, None]).reshape(-1)
     wh, ww = window_hw
     window = (rows // wh)[:, :, None] * (canvas_w // ww) + (cols // ww)[:, None, :]
     pos = (window * wh + (rows % wh)[:, :, None]) * ww + (cols % ww)[:, None, :]
     pos = pos + (torch.arange(B, device=device) * num_windows * L)[:, None, None]
-    own = (torch.arange(H, device=device) < heights[:, None])[:, :, None] & \
-        (torch.arange(W, device=device) < widths[:, None])[:, None, :]
-    scatter = torch.where(own, pos, B * num_windows * L).reshape(-1)
-
-    mask = None if not aware or fills else src.reshape(B * num_windows, L, 1) != H * W
-    return WindowPlan(gather, scatter, window_hw, mask)
+    scatter = pos if own is None else torch.where(own, pos, B * num_windows * L)
+    return gather, scatter.reshape(-1)
 
 
 def _partition(grid, window_hw):

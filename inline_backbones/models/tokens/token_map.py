@@ -11,7 +11,7 @@ activation checkpointing reads the same cached tensors.
 import torch
 
 from .graph_mode import exporting
-from .masks import fills_map, region_mask, seam_mask, shift_sizes, stripe_plan, window_plan
+from .masks import fills_map, graph_shift, region_mask, seam_mask, shift_sizes, stripe_plan, window_plan
 
 
 class TokenMap:
@@ -66,8 +66,7 @@ class TokenMap:
         if not shifted:
             return 0
         if exporting():
-            H, W = (torch.scalar_tensor(s, dtype=torch.long, device=self.device) for s in self.hw_shape)
-            return shift_sizes(H, W, window_size)
+            return graph_shift(self.hw_shape, window_size, self.device)
         return shift_sizes(*self.hw_shape, window_size)
 
     def seam_mask(self, window_size):
