@@ -306,6 +306,19 @@ def export_tool():
     return load_tool('tools/deployment/export_onnx.py')
 
 
+def test_the_tool_builds_a_fixed_size_timm_model_for_the_shape(export_tool):
+    """timm's fixed-size models (InLine-DeiT, as timm's ViT) are built for ``--shape``, and with ``--dynamic`` take
+    the other sizes too (``dynamic_img_size``); the pyramid classifiers are built as they are (any size)."""
+    deit, _ = export_tool.build_model('inline_deit_tiny', shape=(96, 128))
+    assert deit.patch_embed.img_size == (96, 128) and deit(torch.zeros(1, 3, 96, 128)).shape == (1, 1000)
+    with pytest.raises(ValueError, match='dynamic_img_size=True'):
+        deit(torch.zeros(1, 3, 128, 128))
+    deit, _ = export_tool.build_model('inline_deit_tiny', shape=(96, 128), dynamic=True)
+    assert deit(torch.zeros(1, 3, 160, 192)).shape == (1, 1000)
+    swin, _ = export_tool.build_model('inline_swin_tiny', shape=(96, 128), dynamic=True)
+    assert swin.pretrained_cfg['input_size'] == (3, 224, 224)
+
+
 def test_timing_session_does_not_spin(onnx_stack, tmp_path):
     """``spinning=False``: onnxruntime's intra- and inter-op threads block when idle (both keys '0'), with the
     thread count asked for; a default session spins."""

@@ -45,8 +45,11 @@ from inline_backbones.export import (
 from inline_backbones.tool_inputs import check_checkpoint, check_config, read_config
 
 
-def build_model(name, checkpoint=None, cfg_options=None, backbone_only=False):
-    """(eval-mode module, description) for a config path or a timm model name."""
+def build_model(name, checkpoint=None, cfg_options=None, backbone_only=False, shape=None, dynamic=False):
+    """(eval-mode module, description) for a config path or a timm model name. A timm model built for one input size
+    (``fixed_input_size`` in its pretrained cfg, as timm's ViT and InLine-DeiT) is built for ``shape`` (H, W), and
+    with ``dynamic`` also takes the other sizes (``dynamic_img_size=True``: its position embedding resampled to each
+    grid); the other models take any size as they are."""
     if name.endswith('.py'):
         from mmengine.registry import init_default_scope
         from mmengine.runner import load_checkpoint
@@ -84,6 +87,9 @@ def build_model(name, checkpoint=None, cfg_options=None, backbone_only=False):
 
     import inline_backbones  # noqa: F401  (registers the inline_swin_* models with timm)
     kwargs = dict(pretrained=True, pretrained_cfg_overlay=dict(file=checkpoint)) if checkpoint else {}
+    fixed = getattr(timm.models.get_pretrained_cfg(name.partition('.')[0]), 'fixed_input_size', False)
+    if fixed and shape is not None:
+        kwargs.update(img_size=tuple(shape), **(dict(dynamic_img_size=True) if dynamic else {}))
     return timm.create_model(name, **kwargs).eval(), f'timm {name} logits'
 
 
@@ -138,7 +144,8 @@ def main(argv=None):
         if args.checkpoint:
             check_checkpoint(args.checkpoint)
 
-    model, what = build_model(args.model, args.checkpoint, args.cfg_options, args.backbone_only)
+    model, what = build_model(args.model, args.checkpoint, args.cfg_options, args.backbone_only, args.shape,
+                              dynamic is not None)
     torch.manual_seed(0)
     x = torch.randn(1, 3, *args.shape)
     try:   # the model's own input checks (size, channels) in one line, before any exporter runs
