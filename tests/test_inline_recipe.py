@@ -418,3 +418,51 @@ def test_training_step_from_child_config(recipe, small, samples, tmp_path):
     assert len(seen) == 1 and seen[0] is not None
     assert [tuple(s) for s in seen[0].tolist()] == list(IMAGES)
     assert os.path.basename(cfg.filename) == 'child.py'
+
+
+def _swin_t_pair():
+    """mmdet's Swin-T (the recipe's backbone, via the tool's builder) and InLine-Swin-T on the meta device."""
+    from inline_backbones.models import InLineSwinTransformer
+    from inline_backbones.upstream_recipe import upstream_backbone
+
+    with torch.device('meta'):
+        inline = InLineSwinTransformer(arch='tiny', init_cfg=None)
+    return upstream_backbone('mmdet', dict(type='SwinTransformer'), 'Swin-T'), inline
+
+
+def test_a_per_stage_rate_gives_the_residual_per_block_keys():
+    """A recipe key for one stage (``backbone.stages.2``, lr_mult 0.5) is translated and outranks a bare
+    ``attn.residual`` key there (mmengine takes the longest key), so the residual gets one key per block, each at its
+    block's rate; every parameter then gets what the recipe gives its counterpart. One translated key: no count."""
+    from inline_backbones.recipe_optimizer import translate_keys, treatments
+
+    upstream, inline = _swin_t_pair()
+    recipe = dict(custom_keys={'backbone.stages.2': dict(lr_mult=0.5), 'norm': dict(decay_mult=0.)})
+    keys = translate_keys(recipe, upstream, inline, SWIN_ARGS, 'InLine-Swin')
+    assert not keys.cannot
+    assert keys.keys['backbone.layers.2'] == dict(lr_mult=0.5)
+    assert "optimizer key 'backbone.stages.{i}' -> 'backbone.layers.{i}': the recipe's setting" in keys.changed[0]
+    assert keys.keys['backbone.layers.2.blocks.4.attn.residual'] == dict(lr_mult=0.5, decay_mult=0.)
+    assert keys.keys['backbone.layers.0.blocks.1.attn.residual'] == dict(decay_mult=0.)
+    assert 'attn.residual' not in keys.keys and 'backbone.layers.{i}.blocks.{j}.attn.residual' in keys.changed[-1]
+    got = treatments(inline, dict(recipe, custom_keys={**recipe['custom_keys'], **keys.keys}))
+    assert got['backbone.layers.2.blocks.4.attn.residual.2.weight'] == (0.5, 0.)
+    assert got['backbone.layers.1.blocks.0.attn.residual.0.bias'] == (1., 0.)
+    assert got['backbone.layers.2.blocks.4.norm1.weight'] == (0.5, 1.)      # the stage key outranks 'norm', as upstream
+
+
+def test_keys_of_a_family_whose_names_are_not_converted_are_listed():
+    """InLine-PVT's names are not converted from mmdet's PVT: a key naming a part of it cannot be translated and is
+    listed; keys by substring keep their meaning, and the residual still gets its key."""
+    from inline_backbones.models import InLinePVT
+    from inline_backbones.recipe_optimizer import translate_keys
+    from inline_backbones.upstream_recipe import upstream_backbone
+
+    upstream = upstream_backbone('mmdet', dict(type='PyramidVisionTransformer', num_layers=[1, 1, 1, 1]), 'PVT')
+    with torch.device('meta'):
+        inline = InLinePVT(arch='tiny', init_cfg=None)
+    keys = translate_keys(dict(custom_keys={'backbone.layers.0.1': dict(lr_mult=0.5), 'norm': dict(decay_mult=0.)}),
+                          upstream, inline, PVT_ARGS, 'InLine-PVT')
+    assert keys.cannot == ["optimizer key 'backbone.layers.0.1': names a part of the PVT backbone, whose names "
+                           'InLine-PVT does not share; not translated']
+    assert keys.keys == {'attn.residual': dict(decay_mult=0.)}
