@@ -17,9 +17,9 @@ the child config gets (:func:`translate_keys`):
   ``attn.proj.weight``; e.g. a backbone-wide ``lr_mult=0.1``, which a longer ``attn.residual`` key would otherwise
   override): one key ``attn.residual`` where that is one rate and the key wins for every residual parameter, else
   one key per block;
-* **the check** (:func:`mismatches`): with the child's keys, every parameter of the InLine backbone gets the
-  ``(lr, weight decay)`` the recipe gives its upstream counterpart, and every residual parameter the rule above,
-  both sides computed by mmengine's constructor on the two backbones built on the meta device.
+* **the check** (the :class:`KeyPlan`'s ``cannot``): with the child's keys, every parameter of the InLine backbone
+  gets the ``(lr_mult, decay_mult)`` the recipe gives its upstream counterpart, and every residual parameter the rule
+  above, both sides computed by mmengine's constructor (:func:`treatments`) on the two backbones.
 """
 import logging
 import re

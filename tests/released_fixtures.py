@@ -107,17 +107,22 @@ def released_backbone(layout, kernel_func='identity', **kwargs):
     return model.eval()
 
 
-def stage_tokens(backbone, x):
-    """The tokens out of each stage's last block (before merging and norms), as the fixtures store them."""
+def hooked_outputs(model, modules, x):
+    """What each of ``modules`` returns while ``model`` runs on ``x`` (no grad), in call order, by forward hooks."""
     captured = []
-    hooks = [stage.register_forward_hook(lambda m, i, out: captured.append(out[0])) for stage in backbone.layers]
+    hooks = [module.register_forward_hook(lambda m, i, out: captured.append(out)) for module in modules]
     try:
         with torch.no_grad():
-            backbone(x)
+            model(x)
     finally:
         for hook in hooks:
             hook.remove()
     return captured
+
+
+def stage_tokens(backbone, x):
+    """The tokens out of each stage's last block (before merging and norms), as the fixtures store them."""
+    return [out[0] for out in hooked_outputs(backbone, backbone.layers, x)]
 
 
 def rel_diff(a, b):

@@ -56,16 +56,8 @@ def timm_vit(depth, **kwargs):
 
 
 def block_tokens(model, x):
-    """Every block's output tokens ``t_j`` (B, 1 + HW, C) of ``model`` on ``x``, by forward hooks."""
-    tokens = []
-    hooks = [block.register_forward_hook(lambda m, i, out: tokens.append(out)) for block in model.layers[0].blocks]
-    try:
-        with torch.no_grad():
-            model(x)
-    finally:
-        for hook in hooks:
-            hook.remove()
-    return tokens
+    """Every block's output tokens ``t_j`` (B, 1 + HW, C) of ``model`` on ``x``."""
+    return rf.hooked_outputs(model, model.layers[0].blocks, x)
 
 
 def as_map(t, hw):
