@@ -1,7 +1,11 @@
 # The two entry points of the README. Both create/refresh the environment first (tools/setup/setup_env.sh;
 # the first run builds the stack and mmcv from source, about 16-20 minutes on 2 cores; later runs take seconds).
+# STACK picks the OpenMMLab line (requirements/<STACK>.txt: official or onedl; the default is set in
+# tools/setup/setup_env.sh); each line has its venv: .venv for the default line, .venv-<STACK> for another.
 # VENV may be relative (to the directory make runs in, also with make -C) or absolute.
-VENV ?= .venv
+DEFAULT_STACK := $(shell sed -n 's/^DEFAULT_STACK=//p' $(dir $(abspath $(lastword $(MAKEFILE_LIST))))tools/setup/setup_env.sh)
+STACK ?= $(DEFAULT_STACK)
+VENV ?= $(if $(filter $(DEFAULT_STACK),$(STACK)),.venv,.venv-$(STACK))
 VENV_ABS := $(abspath $(VENV))
 PY := $(VENV_ABS)/bin/python
 PYTEST_ARGS ?=
@@ -13,7 +17,7 @@ MUTANTS ?=
 .PHONY: setup demo fullsize-demo test lint mutation
 
 setup:
-	VENV=$(VENV_ABS) bash tools/setup/setup_env.sh
+	STACK=$(STACK) VENV=$(VENV_ABS) bash tools/setup/setup_env.sh
 
 demo: setup
 	$(PY) demo/run_embedded.py

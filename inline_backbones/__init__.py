@@ -10,6 +10,15 @@ It also registers the ImageNet classifiers ``inline_swin_{tiny,small,base}``,
 with timm.
 It imports neither mmdet nor mmseg.
 """
+import importlib.util
+
+if importlib.util.find_spec('mmengine') is None:
+    raise ModuleNotFoundError(
+        "inline_backbones needs mmengine from one OpenMMLab line, and none is installed: "
+        "pip install -e '.[official]' (mmengine, mmcv, mmdet, mmsegmentation) or -e '.[onedl]' (the maintained fork, "
+        "onedl-*); `make setup` (STACK=official|onedl) builds mmcv's ops too. See docs/installation.md.",
+        name='mmengine')
+
 from .checkpoint import CheckpointMismatchError, allow_mmengine_checkpoints, load_pretrained, route_mmengine_local_loads
 from .models import (
                      InLineAttention,

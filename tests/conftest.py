@@ -3,6 +3,7 @@ import os
 import pytest
 import torch
 import torch.nn.functional as F
+from openmmlab_marker import touches_openmmlab
 
 if not torch.cuda.is_available():   # the Triton kernels run on the CPU under Triton's interpreter (set before any
     os.environ.setdefault('TRITON_INTERPRET', '1')   # kernel is compiled: inline_paths.py imports them lazily)
@@ -15,6 +16,19 @@ REFERENCE_KERNELS = {
     'leakyrelu': lambda x: F.leaky_relu(x, 0.01),
     'exp': lambda x: torch.exp(0.2 * x),
 }
+
+
+def pytest_collection_modifyitems(items):
+    """Marks ``openmmlab`` every test of a module that touches OpenMMLab (the rule: openmmlab_marker.py)."""
+    marked = {}
+    for item in items:
+        module = getattr(item, 'module', None)
+        if module is None:
+            continue
+        if module not in marked:
+            marked[module] = touches_openmmlab(module)
+        if marked[module]:
+            item.add_marker(pytest.mark.openmmlab)
 
 
 @pytest.fixture(autouse=True)

@@ -11,10 +11,13 @@ import subprocess
 import sys
 
 import cv2
+import mmcv
 import numpy as np
 import pytest
 import torch
 from tool_modules import load_tool
+
+from inline_backbones.openmmlab_line import check_one_line
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 TOOL = osp.join(ROOT, 'tools', 'analysis_tools', 'benchmark_training.py')
@@ -124,7 +127,8 @@ def _check_record(record, out, iters, warmup):
     assert record['peak_memory_mb'] == max(r['peak_mb'] for r in rows) > 0
     assert record['peak_memory_kind'] == 'cpu_max_rss (whole process)'
     v = record['versions']
-    assert v['mmcv'] == '2.1.0' and (v['mmcv_ops'] == 'cpu' or v['mmcv_ops'].startswith('cuda'))
+    assert v['mmcv'] == mmcv.__version__ and (v['mmcv_ops'] == 'cpu' or v['mmcv_ops'].startswith('cuda'))
+    assert v['openmmlab_line'] == check_one_line() in ('official', 'onedl')
     assert v['torch'] == torch.__version__
     # the command reproduces the run: this tool with the config and the options it was given
     command = record['command']

@@ -10,9 +10,15 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / 'tools' / 'setup' / 'setup_env.sh'
 
 
+def _env(**env):
+    """The environment of a set-up run: the caller's, without a line or prebuilt wheel chosen outside the test."""
+    base = {k: v for k, v in os.environ.items() if k not in ('STACK', 'MMCV_WHEEL', 'MMCV_INDEX')}
+    return {**base, **env}
+
+
 def _plan(script=SCRIPT, cwd=None, **env):
     result = subprocess.run(['bash', str(script), '--plan'], cwd=cwd, capture_output=True, text=True,
-                            env={**os.environ, **env}, check=True)
+                            env=_env(**env), check=True)
     return dict(line.split('=', 1) for line in result.stdout.splitlines())
 
 
@@ -22,6 +28,7 @@ def _copy_repo_files(dst):
     shutil.copy(SCRIPT, dst / 'tools' / 'setup' / 'setup_env.sh')
     for name in ('requirements.txt', 'requirements-test.txt'):
         shutil.copy(ROOT / name, dst / name)
+    shutil.copytree(ROOT / 'requirements', dst / 'requirements')
     return dst / 'tools' / 'setup' / 'setup_env.sh'
 
 
@@ -52,13 +59,13 @@ def test_relative_venv_resolves_against_the_callers_directory(tmp_path):
 
 def test_make_passes_an_absolute_venv_also_with_make_C(tmp_path):
     out = subprocess.run(['make', '-n', '-C', str(ROOT), 'setup', 'VENV=rel/venv'], cwd=tmp_path,
-                         capture_output=True, text=True, check=True).stdout
-    assert f'VENV={ROOT}/rel/venv bash tools/setup/setup_env.sh' in out
+                         capture_output=True, text=True, check=True, env=_env()).stdout
+    assert f'STACK=official VENV={ROOT}/rel/venv bash tools/setup/setup_env.sh' in out
     out = subprocess.run(['make', '-n', '-C', str(ROOT), 'test'], cwd=tmp_path, capture_output=True, text=True,
-                         check=True).stdout
+                         check=True, env=_env()).stdout
     assert f'{ROOT}/.venv/bin/python -m pytest' in out
     out = subprocess.run(['make', '-n', '-C', str(ROOT), 'lint'], cwd=tmp_path, capture_output=True, text=True,
-                         check=True).stdout
+                         check=True, env=_env()).stdout
     assert f'{ROOT}/.venv/bin/ruff check .' in out
 
 
@@ -95,8 +102,8 @@ def test_an_unsupported_python_stops_with_the_supported_versions(tmp_path):
     for name in ('python3', 'python3.11'):
         _stub_python(stubs / name, '3.10')
     result = subprocess.run(['bash', str(SCRIPT), '--plan'], capture_output=True, text=True,
-                            env={**os.environ, 'PATH': f'{stubs}:{os.environ["PATH"]}',
-                                 'PYTHON': str(stubs / 'python3'), 'VENV': str(tmp_path / 'v')})
+                            env=_env(PATH=f'{stubs}:{os.environ["PATH"]}', PYTHON=str(stubs / 'python3'),
+                                     VENV=str(tmp_path / 'v')))
     assert result.returncode != 0
     assert 'no Python 3.11 found' in result.stderr and 'Supported: Python 3.11' in result.stderr
 
@@ -105,7 +112,7 @@ def test_a_failing_step_reports_step_command_log_tail_and_what_to_try(tmp_path):
     venv = tmp_path / 'venv'
     _stub_python(venv / 'bin' / 'python', '3.11', pip_fails=True)
     result = subprocess.run(['bash', str(SCRIPT)], capture_output=True, text=True,
-                            env={**os.environ, 'VENV': str(venv), 'INLINE_CACHE': str(tmp_path / 'cache')})
+                            env=_env(VENV=str(venv), INLINE_CACHE=str(tmp_path / 'cache')))
     assert result.returncode == 1
     err = result.stderr
     assert '[setup] FAILED: upgrade pip/setuptools' in err
@@ -116,7 +123,7 @@ def test_a_failing_step_reports_step_command_log_tail_and_what_to_try(tmp_path):
 
 
 def test_unknown_mode_is_refused():
-    result = subprocess.run(['bash', str(SCRIPT), '--frobnicate'], capture_output=True, text=True)
+    result = subprocess.run(['bash', str(SCRIPT), '--frobnicate'], capture_output=True, text=True, env=_env())
     assert result.returncode == 2 and 'usage' in result.stderr
 
 
@@ -162,7 +169,7 @@ def _stub_torch_python(path, py_version='3.12', torch_version='2.11.0+cu130', ca
 
 
 def _gpu_env(tmp_path, **extra):
-    env = {**os.environ, 'PATH': f'{_fake_gpu_tools(tmp_path / "gpu")}:{os.environ["PATH"]}',
+    env = {**_env(), 'PATH': f'{_fake_gpu_tools(tmp_path / "gpu")}:{os.environ["PATH"]}',
            'INLINE_CACHE': str(tmp_path / 'cache'), 'VENV': str(tmp_path / 'v'), 'MAX_JOBS': '16'}
     env.pop('TORCH_CUDA_ARCH_LIST', None)
     env.pop('CUDA_VISIBLE_DEVICES', None)
@@ -206,14 +213,15 @@ def test_cpu_ops_on_a_gpu_machine_is_the_cpu_recipe_with_the_gpus_hidden(tmp_pat
 
 def test_cuda_refusals_say_what_is_missing(tmp_path):
     no_nvcc = subprocess.run(['bash', str(SCRIPT), '--plan', '--cuda'], capture_output=True, text=True,
-                             env={**os.environ, 'PATH': '/usr/bin:/bin', 'PYTHON': str(_stub_python(
-                                 tmp_path / 'py' / 'python3', '3.11')), 'VENV': str(tmp_path / 'v')})
+                             env=_env(PATH='/usr/bin:/bin', VENV=str(tmp_path / 'v'),
+                                      PYTHON=str(_stub_python(tmp_path / 'py' / 'python3', '3.11'))))
     assert no_nvcc.returncode == 1 and '--cuda needs CUDA\'s compiler nvcc on PATH' in no_nvcc.stderr
     no_arch = subprocess.run(['bash', str(SCRIPT), '--plan', '--cuda'], capture_output=True, text=True,
                              env=_gpu_env(tmp_path, PATH=f'{_fake_gpu_tools(tmp_path / "g", "n/a")}:'
                                                          f'{os.environ["PATH"]}'))
     assert no_arch.returncode == 1 and 'set TORCH_CUDA_ARCH_LIST' in no_arch.stderr
-    both = subprocess.run(['bash', str(SCRIPT), '--plan', '--cuda', '--cpu-ops'], capture_output=True, text=True)
+    both = subprocess.run(['bash', str(SCRIPT), '--plan', '--cuda', '--cpu-ops'], capture_output=True, text=True,
+                          env=_env())
     assert both.returncode == 2 and 'usage' in both.stderr
 
 
@@ -235,3 +243,72 @@ def test_mmcv_wheel_mode_builds_for_the_given_pythons_torch(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[-1] == f'mmcv_wheel={wheel}'
     assert not (tmp_path / 'v').exists()                         # no venv made
+
+
+def _run(args, **env):
+    return subprocess.run(['bash', str(SCRIPT), *args], capture_output=True, text=True, env=_env(**env))
+
+
+def test_stack_chooses_the_line_its_pins_its_venv_and_its_mmcv_wheel(tmp_path):
+    """STACK=onedl: the fork's pins, a venv of its own beside the default line's, its own mmcv build and cache
+    folder; unset, the default line (official) in .venv."""
+    official = _plan(INLINE_CACHE=str(tmp_path / 'c'))
+    onedl = _plan(INLINE_CACHE=str(tmp_path / 'c'), STACK='onedl')
+    assert official['stack'] == 'official' and official['venv'] == str(ROOT / '.venv')
+    assert official['line_requirements'] == str(ROOT / 'requirements' / 'official.txt')
+    assert official['mmcv'] == 'mmcv==2.1.0'
+    assert onedl['stack'] == 'onedl' and onedl['venv'] == str(ROOT / '.venv-onedl')
+    assert onedl['mmcv'] == 'onedl-mmcv==2.3.6'
+    assert Path(onedl['wheel_dir']).name == f'onedl-mmcv-2.3.6-torch2.14.1-cpu-py311-{onedl["recipe_key"]}'
+    assert onedl['recipe_key'] != official['recipe_key']
+    assert _plan(INLINE_CACHE=str(tmp_path / 'c'), STACK='official') == official
+    # VENV still wins over the line's default
+    assert _plan(STACK='onedl', VENV=str(tmp_path / 'mine'))['venv'] == str(tmp_path / 'mine')
+
+
+def test_an_unknown_stack_names_the_lines():
+    result = _run(['--plan'], STACK='nightly')
+    assert result.returncode == 2
+    assert 'STACK=nightly is not an OpenMMLab line' in result.stderr and 'official onedl' in result.stderr
+
+
+def test_a_venv_of_one_line_is_not_reused_for_the_other(tmp_path):
+    """Both lines install the same modules: a venv made for one refuses the other, naming the fix; a venv made
+    before lines existed (a stamp, no line file) counts as the official line's."""
+    venv = tmp_path / 'v'
+    _stub_python(venv / 'bin' / 'python', '3.11')
+    (venv / '.inline_setup_done').write_text('old\n')
+    result = _run(['--plan'], STACK='onedl', VENV=str(venv))
+    assert result.returncode == 1
+    assert f'{venv} holds the official OpenMMLab line; STACK=onedl needs a venv of its own' in result.stderr
+    assert f'STACK=onedl uses {ROOT}/.venv-onedl' in result.stderr
+    (venv / '.inline_stack').write_text('onedl\n')
+    assert _run(['--plan'], STACK='onedl', VENV=str(venv)).returncode == 0
+    assert 'holds the onedl OpenMMLab line; STACK=official' in _run(['--plan'], VENV=str(venv)).stderr
+
+
+def test_a_prebuilt_mmcv_wheel_must_be_the_lines(tmp_path):
+    """MMCV_WHEEL: a file named as the line's mmcv and version is taken (no build planned); another line's wheel,
+    a missing file, or a wheel and an index together stop before anything is installed."""
+    ours = tmp_path / 'onedl_mmcv-2.3.6-cp311-cp311-linux_x86_64.whl'
+    theirs = tmp_path / 'mmcv-2.1.0-cp311-cp311-linux_x86_64.whl'
+    for wheel in (ours, theirs):
+        wheel.write_bytes(b'')
+    env = dict(STACK='onedl', VENV=str(tmp_path / 'v'), INLINE_CACHE=str(tmp_path / 'c'))
+    plan = _plan(MMCV_WHEEL=str(ours), **env)
+    assert plan['mmcv_prebuilt'] == f'wheel:{ours}' and plan['build_mmcv'] == 'no'
+    wrong = _run(['--plan'], MMCV_WHEEL=str(theirs), **env)
+    assert wrong.returncode == 1
+    assert "is not a wheel of the onedl line's onedl-mmcv 2.3.6" in wrong.stderr
+    assert 'onedl_mmcv-2.3.6-*.whl' in wrong.stderr
+    assert 'no such file' in _run(['--plan'], MMCV_WHEEL=str(tmp_path / 'nope.whl'), **env).stderr
+    both = _run(['--plan'], MMCV_WHEEL=str(ours), MMCV_INDEX='https://example.invalid/simple', **env)
+    assert both.returncode == 1 and 'not both' in both.stderr
+    assert not (tmp_path / 'v').exists()
+
+
+def test_make_passes_the_line_and_its_venv(tmp_path):
+    out = subprocess.run(['make', '-n', '-C', str(ROOT), 'test', 'STACK=onedl'], cwd=tmp_path, capture_output=True,
+                         text=True, check=True, env=_env()).stdout
+    assert f'STACK=onedl VENV={ROOT}/.venv-onedl bash tools/setup/setup_env.sh' in out
+    assert f'{ROOT}/.venv-onedl/bin/python -m pytest' in out

@@ -415,6 +415,8 @@ def _versions():
         out['mmcv_ops'] = 'cpu' if cuda_ops in ('not available', None) else f'cuda {cuda_ops}'
     except (ImportError, OSError):
         out['mmcv_ops'] = 'none'
+    from inline_backbones.openmmlab_line import check_one_line
+    out['openmmlab_line'] = check_one_line()
     return out
 
 

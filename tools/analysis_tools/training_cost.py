@@ -171,12 +171,13 @@ def markdown(rows, records_paths, amp):
         if r['amp'] != amp:
             continue
         v = r['versions']
-        key = (r['device_name'], v['torch'], v.get('cuda'), v.get('mmcv'), v.get('mmcv_ops'))
+        key = (r['device_name'], v['torch'], v.get('cuda'), v.get('mmcv'), v.get('mmcv_ops'), v.get('openmmlab_line'))
         if key not in seen:
             seen.add(key)
             lines.append(f'- device: {r["device_name"]}; torch {v["torch"]}, CUDA {v.get("cuda")}, '
                          f'mmcv {v.get("mmcv")} (ops: {v.get("mmcv_ops")}), mmengine {v.get("mmengine")}, '
-                         f'mmdet {v.get("mmdet")}, mmseg {v.get("mmseg")}')
+                         f'mmdet {v.get("mmdet")}, mmseg {v.get("mmseg")}'
+                         + (f' ({v["openmmlab_line"]} OpenMMLab line)' if v.get('openmmlab_line') else ''))
     lines.append(f'- precision: {amp}; seconds per iteration are medians after warm-up, 1 GPU, the config\'s '
                  'batch per GPU (2)')
     lines += ['', '| model | size | schedule | iterations | s/iter | source | GPU-hours (1 GPU) | wall time on 8 GPUs '

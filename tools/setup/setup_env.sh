@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
-# Create (or update) the project's virtual environment with the pinned OpenMMLab 2.0 stack.
+# Create (or update) the project's virtual environment with one pinned OpenMMLab 2.0 line.
 #
-#   bash tools/setup/setup_env.sh                 # venv in <repo>/.venv
+#   bash tools/setup/setup_env.sh                 # the default line (official) in <repo>/.venv
+#   STACK=onedl bash tools/setup/setup_env.sh     # the maintained fork (onedl-*) in <repo>/.venv-onedl
 #   VENV=path/to/venv bash tools/setup/setup_env.sh   # relative paths are relative to the caller's directory
+#
+# A line is a file requirements/<STACK>.txt pinning its mmengine, mmcv, mmdet, mmseg and mim (the same module
+# names in both lines, so one venv holds one line: the venv remembers its line and refuses another); the pins
+# common to both are in requirements.txt. The default line's venv is <repo>/.venv, another's <repo>/.venv-<STACK>.
+# A prebuilt mmcv wheel of the line (e.g. a CUDA wheel from the fork's index) is taken before building from source:
+#   MMCV_WHEEL=/path/to/onedl_mmcv-...whl       # that file (its name must be the line's mmcv and version)
+#   MMCV_INDEX=https://...                      # the line's mmcv version as a wheel from that index (pip
+#                                               # --extra-index-url --only-binary); none there: built from source
 #   bash tools/setup/setup_env.sh --plan          # resolve paths and the wheel-cache key, print the plan, do nothing
 #   bash tools/setup/setup_env.sh --cuda          # mmcv's ops built for the GPU (also chosen when nvcc and a GPU are found)
 #   bash tools/setup/setup_env.sh --cpu-ops       # mmcv's CPU ops only, even where nvcc and a GPU are found
@@ -17,22 +26,33 @@
 # Mask R-CNN's RoIAlign on CUDA tensors. Offline (the GPU machine): PIP_NO_INDEX=1 PIP_FIND_LINKS=DIR with
 # mmcv's sdist in DIR (tools/setup/fetch_gpu_wheels.sh fetches it).
 #
-# mmcv 2.1.0 has no wheel with compiled ops for torch 2.14, so it is built from the sdist once (about
-# 10 minutes on 2 cores), with -std=c++17 patched to -std=c++20 (torch 2.14 headers need it), and the
+# Neither line's mmcv has a wheel with compiled ops for torch 2.14 on PyPI, so it is built from the sdist once
+# (about 10 minutes on 2 cores), with -std=c++17 patched to -std=c++20 (torch 2.14 headers need it), and the
 # wheel is cached in $INLINE_CACHE (default ~/.cache/inline_backbones). The cache folder is keyed on a
-# hash of the build recipe (mmcv version, patch, build flags, torch version, CUDA/CPU flavour, Python
-# version and the text of build_mmcv below), so editing the recipe means a rebuild on the next run,
+# hash of the build recipe (mmcv distribution and version, patch, build flags, torch version, CUDA/CPU flavour,
+# Python version and the text of build_mmcv below), so editing the recipe means a rebuild on the next run,
 # in CI included: a broken cold path cannot hide behind a wheel built by an older recipe.
+# CUDA builds put the toolkit's include folder, then the pip NVIDIA headers (cuSPARSE & co., which a CUDA 13
+# toolkit may lack) on CPATH.
 set -euo pipefail
 
 # ---- every path resolved once, here -------------------------------------------------------------
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 abspath() { case "$1" in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/$1" ;; esac; }
-VENV="$(abspath "${VENV:-$ROOT/.venv}")"
+# The default line, chosen from what was measured (docs/installation.md says why); the Makefile reads it here.
+DEFAULT_STACK=official
+STACK="${STACK:-$DEFAULT_STACK}"
+LINE_REQ="$ROOT/requirements/$STACK.txt"
+[[ "$STACK" =~ ^[a-z0-9]+$ ]] && [ -f "$LINE_REQ" ] || { echo "[setup] error: STACK=$STACK is not an OpenMMLab line \
+of this project; the lines: $(cd "$ROOT/requirements" && ls -- *.txt | sed 's/\.txt$//' | paste -sd' ') \
+(requirements/<line>.txt)" >&2; exit 2; }
+DEFAULT_VENV="$ROOT/.venv"; [ "$STACK" = "$DEFAULT_STACK" ] || DEFAULT_VENV="$ROOT/.venv-$STACK"
+VENV="$(abspath "${VENV:-$DEFAULT_VENV}")"
 CACHE="$(abspath "${INLINE_CACHE:-$HOME/.cache/inline_backbones}")"
 REQ="$ROOT/requirements.txt"
 REQ_TEST="$ROOT/requirements-test.txt"
 STAMP="$VENV/.inline_setup_done"
+STACK_STAMP="$VENV/.inline_stack"
 LOG="$CACHE/setup.log"
 MODE=install        # install | --plan
 OPS=auto            # auto (CUDA when nvcc and a GPU are found) | cuda (--cuda) | cpu (--cpu-ops)
@@ -49,7 +69,6 @@ for arg in "$@"; do
   esac
 done
 
-MMCV_VERSION=2.1.0
 SUPPORTED_PY="3.11"        # the pinned torch/mmcv stack is verified on CPython 3.11 only
 MMCV_PATCH='s/-std=c++17/-std=c++20/g'
 MAX_JOBS="${MAX_JOBS:-$(nproc)}"
@@ -57,6 +76,28 @@ MAX_JOBS="${MAX_JOBS:-$(nproc)}"
 die() { echo "[setup] error: $*" >&2; exit 1; }
 pin() { grep -E "^$1==" "$REQ" || die "no '$1==' pin in $REQ"; }
 pin_version() { pin "$1" | cut -d= -f3; }
+# The line's pin of one role: engine, cv, det, seg or mim (distribution names differ between lines).
+line_pin() {
+  local re
+  case "$1" in
+    engine) re='(onedl-)?mmengine' ;; cv) re='(onedl-)?mmcv' ;; det) re='(onedl-)?mmdet(ection)?' ;;
+    seg) re='(onedl-)?mmsegmentation' ;; mim) re='(openmim|onedl-mim)' ;;
+  esac
+  grep -E "^$re==" "$LINE_REQ" || die "no $1 pin ($re==...) in $LINE_REQ"
+}
+MMCV_DIST="$(line_pin cv | cut -d= -f1)"
+MMCV_VERSION="$(line_pin cv | cut -d= -f3)"
+MMCV_FILE="${MMCV_DIST//-/_}-$MMCV_VERSION"     # the sdist's and wheels' file-name stem
+[ -n "${MMCV_WHEEL:-}" ] && [ -n "${MMCV_INDEX:-}" ] && die "set MMCV_WHEEL (a file) or MMCV_INDEX (an index), not both"
+if [ -n "${MMCV_WHEEL:-}" ]; then
+  MMCV_WHEEL="$(abspath "$MMCV_WHEEL")"
+  [ -f "$MMCV_WHEEL" ] || die "MMCV_WHEEL=$MMCV_WHEEL: no such file"
+  case "$(basename "$MMCV_WHEEL")" in
+    "$MMCV_FILE"-*.whl) ;;
+    *) die "MMCV_WHEEL=$MMCV_WHEEL is not a wheel of the $STACK line's $MMCV_DIST $MMCV_VERSION \
+(expected a file named $MMCV_FILE-*.whl; the line's pins: $LINE_REQ)" ;;
+  esac
+fi
 
 # ---- which Python builds the venv: $PYTHON, else python3.11, else python3 if it is 3.11 ----------
 py_version() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null; }
@@ -118,39 +159,59 @@ fi
 
 # Builds mmcv's wheel from the sdist into $1 (a fresh folder), logging to $LOG.
 build_mmcv() {
-  local out="$1" build src
+  local out="$1" build src cpath=
   build="$(mktemp -d)"
-  run_logged "pip download mmcv==$MMCV_VERSION (sdist)" \
-    "$VENV/bin/python" -m pip download --no-deps --no-build-isolation --no-binary :all: -d "$build" "mmcv==$MMCV_VERSION"
-  tar -xzf "$build/mmcv-$MMCV_VERSION.tar.gz" -C "$build"
-  src="$build/mmcv-$MMCV_VERSION"
+  run_logged "pip download $MMCV_DIST==$MMCV_VERSION (sdist)" \
+    "$VENV/bin/python" -m pip download --no-deps --no-build-isolation --no-binary :all: -d "$build" \
+    "$MMCV_DIST==$MMCV_VERSION"
+  tar -xzf "$(compgen -G "$build/$MMCV_FILE.tar.gz" || compgen -G "$build/$MMCV_DIST-$MMCV_VERSION.tar.gz")" -C "$build"
+  src="$(compgen -G "$build/$MMCV_FILE/setup.py" || compgen -G "$build/$MMCV_DIST-$MMCV_VERSION/setup.py")"
+  src="$(dirname "$src")"
   # torch 2.14 headers need C++20; mmcv passes -std=c++17 after torch's flags, so CXXFLAGS cannot override it.
   sed -i "$MMCV_PATCH" "$src/setup.py"
   grep -q -- '-std=c++20' "$src/setup.py" || die "could not patch $src/setup.py for C++20"
   local force_cuda=0; [ "$FLAVOUR" = cpu ] || force_cuda=1
-  (cd "$src" && run_logged "pip wheel mmcv (MMCV_WITH_OPS=1 FORCE_CUDA=$force_cuda MAX_JOBS=$MAX_JOBS)" \
-     env MMCV_WITH_OPS=1 FORCE_CUDA="$force_cuda" MAX_JOBS="$MAX_JOBS" \
+  if [ "$force_cuda" = 1 ]; then
+    # The toolkit's own headers first (crt/ lives only there), then the pip NVIDIA ones (cuSPARSE & co.).
+    cpath="$(dirname "$(dirname "$(command -v nvcc)")")/include"
+    cpath="$cpath$("$VENV/bin/python" -c 'import glob, os, site
+for d in site.getsitepackages():
+    for inc in sorted(glob.glob(os.path.join(d, "nvidia", "*", "include"))): print(":" + inc, end="")')"
+    cpath="$cpath${CPATH:+:$CPATH}"
+  fi
+  (cd "$src" && run_logged "pip wheel $MMCV_DIST (MMCV_WITH_OPS=1 FORCE_CUDA=$force_cuda MAX_JOBS=$MAX_JOBS)" \
+     env MMCV_WITH_OPS=1 FORCE_CUDA="$force_cuda" MAX_JOBS="$MAX_JOBS" ${cpath:+CPATH="$cpath"} \
      "$VENV/bin/python" -m pip wheel --no-build-isolation --no-deps -w "$out" .)
   rm -rf "$build"
 }
 # The CPU recipe's key is the one it always had; the CUDA one adds the arch list (a wheel for one GPU
 # architecture has no kernels for another).
-RECIPE_KEY="$( { echo "mmcv=$MMCV_VERSION torch=$TORCH_V flavour=$FLAVOUR py=$SUPPORTED_PY patch=$MMCV_PATCH${ARCH_LIST:+ \
+RECIPE_KEY="$( { echo "mmcv=$MMCV_DIST==$MMCV_VERSION torch=$TORCH_V flavour=$FLAVOUR py=$SUPPORTED_PY patch=$MMCV_PATCH${ARCH_LIST:+ \
 arch=$ARCH_LIST}"
                  declare -f build_mmcv; } | sha1sum | cut -c1-12)"
 ARCH_TAG="${ARCH_LIST:+-sm$(printf '%s' "$ARCH_LIST" | tr -cd '0-9A-Za-z;+' | tr ';+' '-_')}"
-WHEEL_DIR="$CACHE/mmcv-$MMCV_VERSION-torch$TORCH_V-$FLAVOUR$ARCH_TAG-py${SUPPORTED_PY/./}-$RECIPE_KEY"
+WHEEL_DIR="$CACHE/$MMCV_DIST-$MMCV_VERSION-torch$TORCH_V-$FLAVOUR$ARCH_TAG-py${SUPPORTED_PY/./}-$RECIPE_KEY"
 FORCE_CUDA_FLAG=0; [ "$FLAVOUR" = cpu ] || FORCE_CUDA_FLAG=1
 BUILD_ENV="MMCV_WITH_OPS=1 FORCE_CUDA=$FORCE_CUDA_FLAG MAX_JOBS=$MAX_JOBS${ARCH_LIST:+ TORCH_CUDA_ARCH_LIST=$ARCH_LIST}\
 ${CUDA_VISIBLE_DEVICES+ CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES}"
 # The stamp covers everything that decides the venv's content.
-SETUP_HASH="$(cat "$REQ" "$REQ_TEST" "${BASH_SOURCE[0]}" | sha1sum | cut -c1-12)"
+SETUP_HASH="$(cat "$REQ" "$LINE_REQ" "$REQ_TEST" "${BASH_SOURCE[0]}" | sha1sum | cut -c1-12)"
 
-have_wheel() { compgen -G "$WHEEL_DIR/mmcv-*.whl" >/dev/null; }
+have_wheel() { compgen -G "$WHEEL_DIR/${MMCV_DIST//-/_}-*.whl" >/dev/null; }
+cached_wheel() { compgen -G "$WHEEL_DIR/${MMCV_DIST//-/_}-*.whl" | head -n 1; }
 venv_current() { [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$SETUP_HASH" ]; }
+# The line a venv was made for (none: a venv made before lines existed held the official one).
+venv_stack() { if [ -f "$STACK_STAMP" ]; then cat "$STACK_STAMP"; elif [ -f "$STAMP" ]; then echo official; fi; }
+if [ "$WHEEL_ONLY" = no ] && [ -x "$VENV/bin/python" ] && [ -n "$(venv_stack)" ] && [ "$(venv_stack)" != "$STACK" ]; then
+  die "$VENV holds the $(venv_stack) OpenMMLab line; STACK=$STACK needs a venv of its own (both lines install the \
+same modules, mmcv, mmdet, ...): leave VENV unset (STACK=$STACK uses $DEFAULT_VENV), or remove $VENV"
+fi
 
 if [ "$MODE" = --plan ]; then
   echo "root=$ROOT"
+  echo "stack=$STACK"
+  echo "line_requirements=$LINE_REQ"
+  echo "mmcv=$MMCV_DIST==$MMCV_VERSION"
   echo "venv=$VENV"
   echo "python=$PY ($(py_version "$PY"))"
   echo "cache=$CACHE"
@@ -160,10 +221,11 @@ if [ "$MODE" = --plan ]; then
   echo "max_jobs=$MAX_JOBS"
   echo "mmcv_build_env=$BUILD_ENV"
   echo "recipe_key=$RECIPE_KEY"
+  echo "mmcv_prebuilt=${MMCV_WHEEL:+wheel:$MMCV_WHEEL}${MMCV_INDEX:+index:$MMCV_INDEX}"
   echo "wheel_dir=$WHEEL_DIR"
   if [ "$WHEEL_ONLY" = yes ]; then echo "mode=mmcv-wheel"; echo "build_mmcv=$(have_wheel && echo no || echo yes)"
   elif venv_current; then echo "venv_up_to_date=yes"; echo "build_mmcv=no"
-  else echo "venv_up_to_date=no"; echo "build_mmcv=$(have_wheel && echo no || echo yes)"; fi
+  else echo "venv_up_to_date=no"; echo "build_mmcv=$({ [ -n "${MMCV_WHEEL:-}" ] || have_wheel; } && echo no || echo yes)"; fi
   exit 0
 fi
 
@@ -185,7 +247,7 @@ run_logged() {
       echo "[setup] last 40 lines of $LOG:"
       tail -n 40 "$LOG" | sed 's/^/    /'
       echo "[setup] what to try: read the full log above; check that the PyPI registry is reachable" \
-           "(pip download mmcv==$MMCV_VERSION), that gcc/g++ and the Python $SUPPORTED_PY headers are" \
+           "(pip download $MMCV_DIST==$MMCV_VERSION), that gcc/g++ and the Python $SUPPORTED_PY headers are" \
            "installed, and that the disk has a few GB free; then rerun the same command (finished steps" \
            "are kept). 'bash tools/setup/setup_env.sh --plan' shows the paths in use."
     } >&2
@@ -200,7 +262,7 @@ build_into_cache() {
   rm -rf "$tmp_wheels"; mkdir -p "$tmp_wheels"
   build_mmcv "$tmp_wheels"
   rm -rf "$WHEEL_DIR"; mv "$tmp_wheels" "$WHEEL_DIR"
-  echo "[setup] mmcv $MMCV_VERSION ($FLAVOUR${ARCH_LIST:+, arch $ARCH_LIST}) built in $((SECONDS - start)) s"
+  echo "[setup] $MMCV_DIST $MMCV_VERSION ($FLAVOUR${ARCH_LIST:+, arch $ARCH_LIST}) built in $((SECONDS - start)) s"
 }
 
 if [ "$WHEEL_ONLY" = yes ]; then
@@ -210,11 +272,11 @@ setuptools<82 (mmcv's setup.py imports pkg_resources) to build mmcv"
     # build_mmcv runs "$VENV/bin/python": a wrapper that runs $PY (no venv is made).
     VENV="$(mktemp -d)"; mkdir "$VENV/bin"
     printf '#!/bin/sh\nexec "%s" "$@"\n' "$PY" >"$VENV/bin/python"; chmod +x "$VENV/bin/python"
-    echo "[setup] building mmcv $MMCV_VERSION for $PY (torch $TORCH_V; $BUILD_ENV) into $WHEEL_DIR"
+    echo "[setup] building $MMCV_DIST $MMCV_VERSION for $PY (torch $TORCH_V; $BUILD_ENV) into $WHEEL_DIR"
     build_into_cache
     rm -rf "$VENV"
   fi
-  echo "mmcv_wheel=$(compgen -G "$WHEEL_DIR/mmcv-*.whl" | head -n 1)"
+  echo "mmcv_wheel=$(cached_wheel)"
   exit 0
 fi
 
@@ -225,28 +287,46 @@ run_logged "upgrade pip/setuptools" "${PIP[@]}" install --upgrade "pip>=24" "set
 echo "[setup] torch / torchvision"
 run_logged "install torch" "${PIP[@]}" install "$(pin torch)" "$(pin torchvision)" "numpy>=2,<2.5"
 
-if ! have_wheel; then
-  echo "[setup] building mmcv $MMCV_VERSION ($FLAVOUR; $BUILD_ENV) from source into $WHEEL_DIR (about 10 min on 2 cores)"
-  run_logged "install mmcv build deps" "${PIP[@]}" install "$(pin mmengine)" ninja psutil
-  build_into_cache
+# mmcv: a prebuilt wheel the user names (a file, or an index holding the line's version), else the cached build.
+MMCV_SRC=
+if [ -n "${MMCV_WHEEL:-}" ]; then
+  MMCV_SRC="$MMCV_WHEEL"
+elif [ -n "${MMCV_INDEX:-}" ]; then
+  idx=(--extra-index-url "$MMCV_INDEX"); case "$MMCV_INDEX" in *.html) idx=(--find-links "$MMCV_INDEX") ;; esac
+  mkdir -p "$VENV/.mmcv-prebuilt"
+  if "${PIP[@]}" download --no-deps --only-binary :all: "${idx[@]}" -d "$VENV/.mmcv-prebuilt" \
+       "$MMCV_DIST==$MMCV_VERSION" >>"$LOG" 2>&1; then
+    MMCV_SRC="$(compgen -G "$VENV/.mmcv-prebuilt/$MMCV_FILE-*.whl" | head -n 1)"
+  else
+    echo "[setup] $MMCV_INDEX has no $MMCV_DIST $MMCV_VERSION wheel for this Python/platform; building from source"
+  fi
 fi
-echo "[setup] mmcv from $WHEEL_DIR"
-run_logged "install mmcv wheel" "${PIP[@]}" install --no-deps "$WHEEL_DIR"/mmcv-*.whl
+if [ -z "$MMCV_SRC" ]; then
+  if ! have_wheel; then
+    echo "[setup] building $MMCV_DIST $MMCV_VERSION ($FLAVOUR; $BUILD_ENV) from source into $WHEEL_DIR (about 10 min on 2 cores)"
+    run_logged "install mmcv build deps" "${PIP[@]}" install "$(line_pin engine)" ninja psutil "packaging>=24.2"
+    build_into_cache
+  fi
+  MMCV_SRC="$(cached_wheel)"
+fi
+echo "[setup] $MMCV_DIST from $MMCV_SRC"
+run_logged "install mmcv wheel" "${PIP[@]}" install --no-deps "$MMCV_SRC"
 
-echo "[setup] OpenMMLab stack and test tools"
-grep -vE '^(openmim|torch|torchvision|mmcv)==' "$REQ" > "$VENV/.req-rest.txt"
+echo "[setup] OpenMMLab line '$STACK' ($LINE_REQ) and test tools"
+grep -vE '^(torch|torchvision)==' "$REQ" > "$VENV/.req-rest.txt"
+grep -E '^[a-z]' "$LINE_REQ" | grep -vE "^($MMCV_DIST|openmim|onedl-mim)==" >> "$VENV/.req-rest.txt"
 run_logged "install requirements" "${PIP[@]}" install -r "$VENV/.req-rest.txt" -r "$REQ_TEST" \
-  "$(pin torch)" "$(pin torchvision)" "mmcv==$MMCV_VERSION"
-# openmim's opendatalab dependency pins setuptools 60 and downgrades torch: install it alone.
-run_logged "install openmim" "${PIP[@]}" install --no-deps "$(pin openmim)"
+  "$(pin torch)" "$(pin torchvision)" "$MMCV_DIST==$MMCV_VERSION"
+# mim's opendatalab dependency pins setuptools 60 and downgrades torch: install it alone.
+run_logged "install mim" "${PIP[@]}" install --no-deps "$(line_pin mim)"
 run_logged "install inline_backbones (editable)" "${PIP[@]}" install --no-deps --no-build-isolation -e "$ROOT"
 
 run_logged "import check" "$VENV/bin/python" -c '
 import torch, mmcv, mmengine, mmdet, mmseg, timm
 from mmcv.ops import RoIAlign, nms  # compiled ops must import
 import inline_backbones'
-"$VENV/bin/python" -c 'import torch, mmcv, mmengine, mmdet, mmseg
-print(f"[setup] torch {torch.__version__}, mmcv {mmcv.__version__}, mmengine {mmengine.__version__}, "
-      f"mmdet {mmdet.__version__}, mmseg {mmseg.__version__}")'
+run_logged "one OpenMMLab line: $STACK" "$VENV/bin/python" -m inline_backbones.openmmlab_line --expect "$STACK"
+"$VENV/bin/python" -m inline_backbones.openmmlab_line | sed 's/^/[setup] /'
+echo "$STACK" > "$STACK_STAMP"
 echo "$SETUP_HASH" > "$STAMP"
 echo "[setup] done: $VENV"
