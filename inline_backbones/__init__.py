@@ -19,6 +19,7 @@ if importlib.util.find_spec('mmengine') is None:
         "onedl-*); `make setup` (STACK=official|onedl) builds mmcv's ops too. See docs/installation.md.",
         name='mmengine')
 
+from . import config_scopes
 from .checkpoint import CheckpointMismatchError, allow_mmengine_checkpoints, load_pretrained, route_mmengine_local_loads
 from .models import (
                      InLineAttention,
@@ -36,6 +37,7 @@ from .registry import MODELS
 
 allow_mmengine_checkpoints()
 route_mmengine_local_loads()   # mmengine's local checkpoint reads: the same safe load, the package's errors
+config_scopes.resolve()        # `mmseg::` / `mmdet::` config names resolved on either OpenMMLab line
 
 __version__ = '0.1.0'
 __all__ = ['CheckpointMismatchError', 'InLineAttention', 'InLineCSwinClassifier', 'InLineCSwinTransformer',

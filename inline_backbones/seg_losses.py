@@ -7,7 +7,8 @@ class_weight=[...])`` with the same arguments as mmseg's ``CrossEntropyLoss``.
 Why: with ``class_weight`` set and no ``avg_factor``, mmseg 1.2's ``cross_entropy`` averages by
 ``class_weight[label]`` summed over every pixel, indexing the weights by the label itself, so a label map
 holding ``ignore_index`` (255: what mmseg's preprocessor pads label maps with) raises ``IndexError: index
-255 is out of bounds`` (open-mmlab/mmsegmentation issues 3734 and 3831, open). This loss gives mmseg that
+255 is out of bounds`` (open-mmlab/mmsegmentation issues 3734 and 3831, open; the maintained fork's mmseg 1.4.2
+raises ``IndexError: too many indices`` there, with or without ignored pixels). This loss gives mmseg that
 average factor itself, over the pixels that count:
 
     loss = sum_{i: y_i != ignore} w[y_i] * CE_i  /  sum_{i: y_i != ignore} w[y_i]

@@ -44,6 +44,9 @@ RELEASED_WINDOW = 7          # the softmax window of every released InLine-Swin 
 # mmseg's own test padding of the InLine configs: a side below the last stage's stride (32 px) is padded to it
 SEG_TEST_PAD = dict(size=(32, 32))
 INSTALLED_CONFIGS = osp.join('.mim', 'configs')
+# The first base of a child of an `mmseg::` recipe: resolves the name on both OpenMMLab lines (config_scopes.py).
+SCOPES_BASE = osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), 'mmseg_configs', '_base_',
+                       'openmmlab_scopes.py')
 COMMENT_WIDTH = 116          # the written config's comment lines (a URL longer than that stays whole)
 
 
@@ -287,7 +290,8 @@ def render(swap, tool='tools/misc/inline_recipe.py'):
     if swap.cannot:
         lines.append('# What could not be done:')
         lines += [text for line in swap.cannot for text in comment(line)]
-    lines += [f'_base_ = {swap.base!r}', '',
+    base = [SCOPES_BASE, swap.base] if swap.base.startswith('mmseg::') else swap.base
+    lines += [f'_base_ = {base!r}', '',
               f'custom_imports = dict(imports={swap.custom_imports!r}, allow_failed_imports=False)', '']
     model = {}
     if swap.data_preprocessor is not None:

@@ -3,7 +3,7 @@
 # weight decay 1e-4 on every parameter, poly decay (power 0.9) down to 0 with no warm-up, drop path 0.1 for every
 # size (PVT's segmentation backbones). Inherits mmseg's own Semantic FPN recipe and replaces what it ships for
 # ResNet: SGD lr 0.01 wd 5e-4, 160k iterations, eta_min 1e-4, 4 images per GPU, the ResNet-50 `pretrained`.
-_base_ = 'mmseg::sem_fpn/fpn_r50_4xb4-160k_ade20k-512x512.py'
+_base_ = ['./_base_/openmmlab_scopes.py', 'mmseg::sem_fpn/fpn_r50_4xb4-160k_ade20k-512x512.py']
 
 custom_imports = dict(imports=['inline_backbones'], allow_failed_imports=False)
 

@@ -2,7 +2,8 @@
 # AdamW lr 6e-5 betas (0.9, 0.999) wd 0.01 (no decay on norms / relative position bias tables /
 # local residual generator), 1500-iteration linear warm-up then poly decay, 8 GPUs x 2 images. Inherits
 # mmseg's own Swin-T recipe and replaces only the backbone.
-_base_ = 'mmseg::swin/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py'
+_base_ = ['./_base_/openmmlab_scopes.py',
+          'mmseg::swin/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py']
 
 custom_imports = dict(imports=['inline_backbones', 'inline_backbones.seg_preprocessor'],
                       allow_failed_imports=False)

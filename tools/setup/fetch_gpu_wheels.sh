@@ -7,7 +7,8 @@
 #   bash tools/setup/fetch_gpu_wheels.sh DIR        # elsewhere
 #
 # What it fetches: CPython 3.12 manylinux x86_64 wheels (pure-Python ones where the package is pure) of the
-# OpenMMLab stack pinned in requirements.txt (mmengine, mmdet, mmsegmentation, pycocotools) and the
+# official OpenMMLab line pinned in requirements/official.txt (mmengine, mmdet, mmsegmentation), pycocotools
+# (requirements.txt) and the
 # pure-Python needs the GPU image lacks (addict, termcolor, yapf, platformdirs, shapely, terminaltables,
 # prettytable, wcwidth, ftfy), setuptools<81 (mmcv's setup.py and mmengine's mmdet::/mmseg:: scopes import
 # pkg_resources), and mmcv's source archive (its ops are compiled there, against that machine's torch).
@@ -17,8 +18,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 DEST="${1:-$ROOT/.gpu_wheels}"
 PY="${PYTHON:-python3}"
-REQ="$ROOT/requirements.txt"
-pin() { grep -E "^$1==" "$REQ" || { echo "no '$1==' pin in $REQ" >&2; exit 1; }; }
+REQ=("$ROOT/requirements.txt" "$ROOT/requirements/official.txt")
+pin() { grep -hE "^$1==" "${REQ[@]}" || { echo "no '$1==' pin in ${REQ[*]}" >&2; exit 1; }; }
 
 # Wheels for CPython 3.12 on x86_64 Linux (the GPU machine), whatever this machine runs.
 WHEELS=(
