@@ -17,7 +17,8 @@ and its fix:
   :class:`~.models.errors.ModelArgumentError` (a model's arch, options, layout or stage indices) and the checkpoint
   errors (:class:`~.checkpoint.CheckpointMismatchError`, :class:`~.checkpoint.CheckpointDownloadError`,
   :class:`~.checkpoint.CheckpointUnreachableError` such as no network, :class:`~.checkpoint.CheckpointLoadError`,
-  :class:`~.archive.CheckpointTruncatedError`);
+  :class:`~.archive.CheckpointTruncatedError`) and :class:`~.openmmlab_line.MixedLinesError` (an environment
+  holding modules of both OpenMMLab lines);
 * ``FileNotFoundError``: a file that a command line or a config names (an annotation file, a checkpoint) does not
   exist. A config that does not load (a ``_base_`` that does not exist, a syntax error) is a ``ToolInputError`` of
   :func:`~.tool_inputs.read_config`.
@@ -42,23 +43,26 @@ from .checkpoint import (
 )
 from .class_check import ClassMismatchError
 from .models.errors import ModelArgumentError
+from .openmmlab_line import MixedLinesError
 from .tool_inputs import ToolInputError
 from .upstream_recipe import RecipeError
 
 # (message regex, category) of the warnings filtered out, each about upstream code and nothing a user gives:
 # setuptools' deprecation of pkg_resources, which mmengine imports to find installed packages (an mmdet:: or mmseg::
 # config) and mim at import; mmseg's deprecation of its own build_loss, which its heads call; mmengine's visualizer
-# built by mmdet's / mmseg's inferencers, whose local backend has no folder (the inferencers write the drawings).
+# built by mmdet's / mmseg's inferencers, whose local backend has no folder (the inferencers write the drawings);
+# the fork's mmdet (onedl-mmdetection) at import, about an optional package of a metric no config here uses.
 UPSTREAM_NOISE = (
     (r'pkg_resources is deprecated as an API', UserWarning),
     (r'``build_loss`` would be deprecated soon', UserWarning),
     (r"Failed to add <class 'mmengine\.visualization\.vis_backend\.LocalVisBackend'>, please provide the `save_dir` "
      r'argument', UserWarning),
+    (r'faster_coco_eval is not installed, metrics will not be computed', UserWarning),
 )
 # The exception classes whose every instance is a user's mistake (module docstring).
 USER_ERRORS = (ToolInputError, RecipeError, ClassMismatchError, ModelArgumentError, CheckpointMismatchError,
                CheckpointDownloadError, CheckpointUnreachableError, CheckpointLoadError, CheckpointTruncatedError,
-               FileNotFoundError)
+               MixedLinesError, FileNotFoundError)
 DEBUG_VARIABLE = 'INLINE_DEBUG'
 _REGISTRY_MISS = re.compile(r'\S+ is not in the \S+ registry')      # mmengine's KeyError for an unknown type
 _debug = contextvars.ContextVar('debug', default=False)

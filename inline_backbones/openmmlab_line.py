@@ -7,13 +7,11 @@ distribution that installed it (``importlib.metadata.packages_distributions``); 
 module comes from two distributions, or different modules from different lines, has files of one line
 overwritten by the other, and :func:`check_one_line` says so with the fix.
 
-``python -m inline_backbones.openmmlab_line`` prints the line and each module's distribution and version;
-``--expect LINE`` exits 1 with the reason unless every module comes from that line.
+``tools/misc/openmmlab_line.py`` prints the line and each module's distribution and version (:func:`describe`);
+with ``--expect LINE`` it ends with the reason unless every module comes from that line (the set-up's last check).
 """
 from __future__ import annotations
 
-import argparse
-import sys
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -98,19 +96,10 @@ def describe() -> str:
     return f'OpenMMLab line: {line or "none installed"}' + (': ' + ', '.join(parts) if parts else '')
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--expect', choices=sorted(LINES), help='fail unless every module comes from this line')
-    args = parser.parse_args(argv)
-    try:
-        if args.expect:
-            check_one_line(args.expect)
-        print(describe())
-    except MixedLinesError as err:
-        print(f'[openmmlab_line] error: {err}', file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == '__main__':
-    sys.exit(main())
+def mim_codebase(module: str) -> str:
+    """The codebase name that ``mim train NAME`` / ``mim test NAME`` take for ``module`` (``'mmdet'``, ``'mmseg'``)
+    with the installed line's mim: that line's distribution name (``mmdet`` / ``mmsegmentation``, or
+    ``onedl-mmdetection`` / ``onedl-mmsegmentation``). The fork's mim resolves ``mmdet`` to no package: it reads a
+    name as an abbreviation of the distributions it knows, and both ``onedl-mmdetection`` and ``mmdet3d`` contain it.
+    """
+    return LINES[check_one_line() or 'official'][module]

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from inline_backbones.openmmlab_line import mim_codebase
 from inline_backbones.shapes_dataset import generate_shapes_dataset
 
 pytestmark = pytest.mark.slow
@@ -48,7 +49,7 @@ def cfg_options(max_iters, ckpt_interval):
 
 def test_mim_train_then_resume_from_saved_iteration(workdir):
     work = str(workdir / 'mim_run')
-    mim_train = [osp.join(BIN, 'mim'), 'train', 'mmdet', CONFIG, '--gpus', '0', '-y', '--work-dir', work]
+    mim_train = [osp.join(BIN, 'mim'), 'train', mim_codebase('mmdet'), CONFIG, '--gpus', '0', '-y', '--work-dir', work]
     # An interrupted run: stopped after iteration 2 (its checkpoint holds HistoryBuffer + numpy state).
     run(mim_train + cfg_options(2, 2), cwd=workdir)
     assert osp.isfile(osp.join(work, 'iter_2.pth'))
@@ -58,8 +59,9 @@ def test_mim_train_then_resume_from_saved_iteration(workdir):
     assert [int(i) for i in re.findall(r'Iter\(train\) \[\s*(\d+)/4\]', log)] == [3, 4]
     assert 'coco/bbox_mAP' in log and 'coco/segm_mAP' in log
     # mim test on the resumed checkpoint (again a weights_only load).
-    log = run([osp.join(BIN, 'mim'), 'test', 'mmdet', CONFIG, '--checkpoint', osp.join(work, 'iter_4.pth'),
-               '--gpus', '0', '-y', '--work-dir', work, '--cfg-options'] + [f'{k}={v}' for k, v in FAST.items()],
+    log = run([osp.join(BIN, 'mim'), 'test', mim_codebase('mmdet'), CONFIG, '--checkpoint',
+               osp.join(work, 'iter_4.pth'), '--gpus', '0', '-y', '--work-dir', work, '--cfg-options']
+              + [f'{k}={v}' for k, v in FAST.items()],
               cwd=workdir)
     assert 'coco/segm_mAP' in log
 

@@ -17,6 +17,7 @@ import sys
 import pytest
 from mmengine.config import Config
 
+from inline_backbones.openmmlab_line import mim_codebase
 from inline_backbones.released import SWIN_ARCH_CHECKPOINTS
 from inline_backbones.shapes_dataset import generate_shapes_dataset
 
@@ -65,8 +66,10 @@ def doc_command(verb):
 
 def run(command, cwd):
     """``command`` with the venv's mim, the config from this checkout and the tiny-model options."""
-    command = [osp.join(osp.dirname(sys.executable), 'mim')] + [osp.join(ROOT, a) if a == CONFIG else a
-                                                                    for a in command[1:]]
+    # the page's `mim VERB mmdet ...`, with the codebase name the installed line's mim takes (the same on the default
+    # line; docs/installation.md's table gives the fork's)
+    command = [osp.join(osp.dirname(sys.executable), 'mim'), command[1], mim_codebase('mmdet')] + [
+        osp.join(ROOT, a) if a == CONFIG else a for a in command[3:]]
     command += ['--cfg-options'] + [f'{k}={v}'.replace(' ', '') for k, v in TINY.items()]
     out = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=600,
                          env={**os.environ, 'PYTHONWARNINGS': 'ignore'})

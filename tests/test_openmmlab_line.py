@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 import tomllib
+from tool_modules import load_tool
 
 from inline_backbones import openmmlab_line as ol
+from inline_backbones.cli import run_tool
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,12 +71,18 @@ def test_an_unknown_distribution_and_a_missing_module(monkeypatch):
 
 
 def test_the_command_line_reports_and_checks(capsys):
-    """``python -m inline_backbones.openmmlab_line [--expect LINE]`` (the set-up's last check) is :func:`main`."""
+    """tools/misc/openmmlab_line.py (the set-up's last check): the line, or one error line naming the mix."""
+    tool = load_tool('tools/misc/openmmlab_line.py')
     line = ol.check_one_line()
-    assert ol.main([]) == 0 and capsys.readouterr().out.startswith(f'OpenMMLab line: {line}: ')
+    run_tool(tool.main, 'openmmlab_line', [])
+    assert capsys.readouterr().out.startswith(f'OpenMMLab line: {line}: ')
     other = next(name for name in ol.LINES if name != line)
-    assert ol.main(['--expect', other]) == 1
-    assert capsys.readouterr().err.startswith('[openmmlab_line] error: OpenMMLab here: the modules come from')
+    with pytest.raises(SystemExit) as exit_:           # SystemExit(message): the line on stderr, exit status 1
+        run_tool(tool.main, 'openmmlab_line', ['--expect', other])
+    message = str(exit_.value.code)
+    assert message.startswith(f'[openmmlab_line] error: OpenMMLab here: the modules come from the {line} line, '
+                              f'not {other}')
+    assert len(message.splitlines()) == 1
 
 
 def _pins(path):
@@ -96,3 +104,17 @@ def test_pins_extras_and_table_name_the_same_distributions(line):
     assert not plain & every_dist, 'a plain dependency would install one line over the other'
     common = (ROOT / 'requirements.txt').read_text()
     assert not any(re.search(rf'^{re.escape(dist)}==', common, re.M) for dist in every_dist)
+
+
+def test_mim_takes_the_lines_distribution_name_for_each_codebase(monkeypatch):
+    """The name ``mim train NAME`` takes: the installed line's distribution (`mmdet` is no unique package to the
+    fork's mim); the mim here resolves it to a codebase with its own ``module_full_name``."""
+    from mim.utils import module_full_name
+
+    for module in ('mmdet', 'mmseg'):
+        name = ol.mim_codebase(module)
+        assert name == ol.LINES[ol.check_one_line()][module]
+        assert module_full_name(name) == name
+    for dists in ol.LINES.values():
+        _fake_metadata(monkeypatch, {module: [dist] for module, dist in dists.items()})
+        assert (ol.mim_codebase('mmdet'), ol.mim_codebase('mmseg')) == (dists['mmdet'], dists['mmseg'])

@@ -325,8 +325,8 @@ run_logged "import check" "$VENV/bin/python" -c '
 import torch, mmcv, mmengine, mmdet, mmseg, timm
 from mmcv.ops import RoIAlign, nms  # compiled ops must import
 import inline_backbones'
-run_logged "one OpenMMLab line: $STACK" "$VENV/bin/python" -m inline_backbones.openmmlab_line --expect "$STACK"
-"$VENV/bin/python" -m inline_backbones.openmmlab_line | sed 's/^/[setup] /'
+run_logged "one OpenMMLab line: $STACK" "$VENV/bin/python" "$ROOT/tools/misc/openmmlab_line.py" --expect "$STACK"
+"$VENV/bin/python" "$ROOT/tools/misc/openmmlab_line.py" | sed 's/^/[setup] /'
 echo "$STACK" > "$STACK_STAMP"
 echo "$SETUP_HASH" > "$STAMP"
 echo "[setup] done: $VENV"
