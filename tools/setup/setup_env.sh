@@ -11,7 +11,8 @@
 # A prebuilt mmcv wheel of the line (e.g. a CUDA wheel from the fork's index) is taken before building from source:
 #   MMCV_WHEEL=/path/to/onedl_mmcv-...whl       # that file (its name must be the line's mmcv and version)
 #   MMCV_INDEX=https://...                      # the line's mmcv version as a wheel from that index (pip
-#                                               # --extra-index-url --only-binary); none there: built from source
+#                                               # --extra-index-url, or --find-links for an .html page;
+#                                               # --only-binary); none there: built from source
 #   bash tools/setup/setup_env.sh --plan          # resolve paths and the wheel-cache key, print the plan, do nothing
 #   bash tools/setup/setup_env.sh --cuda          # mmcv's ops built for the GPU (also chosen when nvcc and a GPU are found)
 #   bash tools/setup/setup_env.sh --cpu-ops       # mmcv's CPU ops only, even where nvcc and a GPU are found
@@ -172,8 +173,10 @@ build_mmcv() {
   grep -q -- '-std=c++20' "$src/setup.py" || die "could not patch $src/setup.py for C++20"
   local force_cuda=0; [ "$FLAVOUR" = cpu ] || force_cuda=1
   if [ "$force_cuda" = 1 ]; then
-    # The toolkit's own headers first (crt/ lives only there), then the pip NVIDIA ones (cuSPARSE & co.).
-    cpath="$(dirname "$(dirname "$(command -v nvcc)")")/include"
+    # The toolkit's own headers first (crt/ lives only there), then the pip NVIDIA ones (cuSPARSE & co.). The toolkit
+    # is where nvcc says it is (its dry run's TOP): nvcc on PATH may be a wrapper script outside the toolkit.
+    cpath="$(cd "$(nvcc --dryrun -x cu -c /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ TOP=//p' | head -n 1)" \
+             && pwd)/include" || die "cannot find the CUDA toolkit of $(command -v nvcc) (nvcc --dryrun gives no TOP)"
     cpath="$cpath$("$VENV/bin/python" -c 'import glob, os, site
 for d in site.getsitepackages():
     for inc in sorted(glob.glob(os.path.join(d, "nvidia", "*", "include"))): print(":" + inc, end="")')"
