@@ -193,6 +193,9 @@ def test_cuda_plan_takes_the_arch_from_the_gpu_and_keys_the_cache_on_it(tmp_path
     assert auto['mmcv_build_env'] == 'MMCV_WITH_OPS=1 FORCE_CUDA=1 MAX_JOBS=16 TORCH_CUDA_ARCH_LIST=9.0'
     assert Path(auto['wheel_dir']).name == f'mmcv-2.1.0-torch2.14.1-cuda13.0-sm90-py311-{auto["recipe_key"]}'
     assert auto['recipe_key'] != cpu['recipe_key']
+    assert auto['cuda_build_known'].startswith('mmcv 2.1.0: ') and 'cuda_build_known' not in cpu
+    onedl = _plan_with([], _gpu_env(tmp_path, STACK='onedl'))
+    assert onedl['cuda_build_known'].startswith('onedl-mmcv 2.3.6: builds and imports')
     assert _plan_with(['--cuda'], _gpu_env(tmp_path)) == auto            # the flag gives what detection gives
     # another GPU generation, or an arch list set by hand, is another wheel
     a100 = _plan_with([], {**_gpu_env(tmp_path), 'PATH': f'{_fake_gpu_tools(tmp_path / "a100", "8.0")}:'

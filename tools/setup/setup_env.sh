@@ -126,6 +126,17 @@ python3 = $(py_version python3 || echo none)). Supported: Python $SUPPORTED_PY (
 + mmcv $MMCV_VERSION built here). Install it, or set PYTHON=/path/to/python3.11."
 fi
 
+# What is known of each line's CUDA build here (CUDA 13.0, torch 2.14.1+cu130, sm_90; docs/installation.md).
+cuda_build_known() {
+  case "$STACK" in
+    official) echo "mmcv 2.1.0: all 58 .cu files compile; info.cpp failed before the toolkit include was put on CPATH; \
+not built to the end since (2026-12-06)" ;;
+    onedl) echo "onedl-mmcv 2.3.6: builds and imports (all 138 objects, linked with the toolkit's lib64; 37.8 MB wheel; \
+2026-12-06)" ;;
+    *) echo "not tried" ;;
+  esac
+}
+
 # ---- the build recipe and its cache key ---------------------------------------------------------
 # The visible GPUs' architectures as TORCH_CUDA_ARCH_LIST wants them ("9.0", "8.0;9.0"): torch's view (the
 # build compiles against it), else nvidia-smi's; nothing when neither answers.
@@ -160,7 +171,7 @@ fi
 
 # Builds mmcv's wheel from the sdist into $1 (a fresh folder), logging to $LOG.
 build_mmcv() {
-  local out="$1" build src cpath=
+  local out="$1" build src cpath= libpath=
   build="$(mktemp -d)"
   run_logged "pip download $MMCV_DIST==$MMCV_VERSION (sdist)" \
     "$VENV/bin/python" -m pip download --no-deps --no-build-isolation --no-binary :all: -d "$build" \
@@ -181,9 +192,12 @@ build_mmcv() {
 for d in site.getsitepackages():
     for inc in sorted(glob.glob(os.path.join(d, "nvidia", "*", "include"))): print(":" + inc, end="")')"
     cpath="$cpath${CPATH:+:$CPATH}"
+    # torch links -lcudart from its own CUDA_HOME guess, which a wrapper nvcc makes wrong: the toolkit's lib64 too.
+    libpath="${cpath%%/include*}/lib64${LIBRARY_PATH:+:$LIBRARY_PATH}"
   fi
   (cd "$src" && run_logged "pip wheel $MMCV_DIST (MMCV_WITH_OPS=1 FORCE_CUDA=$force_cuda MAX_JOBS=$MAX_JOBS)" \
      env MMCV_WITH_OPS=1 FORCE_CUDA="$force_cuda" MAX_JOBS="$MAX_JOBS" ${cpath:+CPATH="$cpath"} \
+     ${libpath:+LIBRARY_PATH="$libpath"} \
      "$VENV/bin/python" -m pip wheel --no-build-isolation --no-deps -w "$out" .)
   rm -rf "$build"
 }
@@ -221,6 +235,7 @@ if [ "$MODE" = --plan ]; then
   echo "flavour=$FLAVOUR"
   echo "torch=$TORCH_V"
   echo "torch_cuda_arch_list=${ARCH_LIST:--}"
+  [ "$FLAVOUR" = cpu ] || echo "cuda_build_known=$(cuda_build_known)"
   echo "max_jobs=$MAX_JOBS"
   echo "mmcv_build_env=$BUILD_ENV"
   echo "recipe_key=$RECIPE_KEY"
