@@ -171,7 +171,7 @@ fi
 
 # Builds mmcv's wheel from the sdist into $1 (a fresh folder), logging to $LOG.
 build_mmcv() {
-  local out="$1" build src cpath= libpath=
+  local out="$1" build src cpath=
   build="$(mktemp -d)"
   run_logged "pip download $MMCV_DIST==$MMCV_VERSION (sdist)" \
     "$VENV/bin/python" -m pip download --no-deps --no-build-isolation --no-binary :all: -d "$build" \
@@ -184,28 +184,33 @@ build_mmcv() {
   grep -q -- '-std=c++20' "$src/setup.py" || die "could not patch $src/setup.py for C++20"
   local force_cuda=0; [ "$FLAVOUR" = cpu ] || force_cuda=1
   if [ "$force_cuda" = 1 ]; then
-    # The toolkit's own headers first (crt/ lives only there), then the pip NVIDIA ones (cuSPARSE & co.). The toolkit
-    # is where nvcc says it is (its dry run's TOP): nvcc on PATH may be a wrapper script outside the toolkit.
-    cpath="$(cd "$(nvcc --dryrun -x cu -c /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ TOP=//p' | head -n 1)" \
-             && pwd)/include" || die "cannot find the CUDA toolkit of $(command -v nvcc) (nvcc --dryrun gives no TOP)"
+    # The toolkit's own headers first (crt/ lives only there), then the pip NVIDIA ones (cuSPARSE & co.).
+    cpath="$(dirname "$(dirname "$(command -v nvcc)")")/include"
     cpath="$cpath$("$VENV/bin/python" -c 'import glob, os, site
 for d in site.getsitepackages():
     for inc in sorted(glob.glob(os.path.join(d, "nvidia", "*", "include"))): print(":" + inc, end="")')"
     cpath="$cpath${CPATH:+:$CPATH}"
-    # torch links -lcudart from its own CUDA_HOME guess, which a wrapper nvcc makes wrong: the toolkit's lib64 too.
-    libpath="${cpath%%/include*}/lib64${LIBRARY_PATH:+:$LIBRARY_PATH}"
   fi
   (cd "$src" && run_logged "pip wheel $MMCV_DIST (MMCV_WITH_OPS=1 FORCE_CUDA=$force_cuda MAX_JOBS=$MAX_JOBS)" \
      env MMCV_WITH_OPS=1 FORCE_CUDA="$force_cuda" MAX_JOBS="$MAX_JOBS" ${cpath:+CPATH="$cpath"} \
-     ${libpath:+LIBRARY_PATH="$libpath"} \
      "$VENV/bin/python" -m pip wheel --no-build-isolation --no-deps -w "$out" .)
   rm -rf "$build"
+}
+# CUDA builds: the toolkit where nvcc says it is (its dry run's TOP; nvcc on PATH may be a wrapper script outside
+# it, and torch's CUDA_HOME guess then has no headers and no libcudart): its include/ on CPATH (the pip
+# cuda_runtime_api.h includes crt/, which only the toolkit has) and its lib64/ on LIBRARY_PATH (the link's -lcudart).
+# Kept out of build_mmcv so that the CPU recipe's key stays as it was; the CUDA key hashes this function too.
+cuda_toolkit_env() {
+  local top
+  top="$(cd "$(nvcc --dryrun -x cu -c /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ TOP=//p' | head -n 1)" && pwd)" \
+    || die "cannot find the CUDA toolkit of $(command -v nvcc) (nvcc --dryrun gives no TOP)"
+  export CPATH="${CPATH:+$CPATH:}$top/include" LIBRARY_PATH="$top/lib64${LIBRARY_PATH:+:$LIBRARY_PATH}"
 }
 # The CPU recipe's key is the one it always had; the CUDA one adds the arch list (a wheel for one GPU
 # architecture has no kernels for another).
 RECIPE_KEY="$( { echo "mmcv=$MMCV_DIST==$MMCV_VERSION torch=$TORCH_V flavour=$FLAVOUR py=$SUPPORTED_PY patch=$MMCV_PATCH${ARCH_LIST:+ \
 arch=$ARCH_LIST}"
-                 declare -f build_mmcv; } | sha1sum | cut -c1-12)"
+                 declare -f build_mmcv; [ "$FLAVOUR" = cpu ] || declare -f cuda_toolkit_env; } | sha1sum | cut -c1-12)"
 ARCH_TAG="${ARCH_LIST:+-sm$(printf '%s' "$ARCH_LIST" | tr -cd '0-9A-Za-z;+' | tr ';+' '-_')}"
 WHEEL_DIR="$CACHE/$MMCV_DIST-$MMCV_VERSION-torch$TORCH_V-$FLAVOUR$ARCH_TAG-py${SUPPORTED_PY/./}-$RECIPE_KEY"
 FORCE_CUDA_FLAG=0; [ "$FLAVOUR" = cpu ] || FORCE_CUDA_FLAG=1
@@ -278,6 +283,7 @@ run_logged() {
 build_into_cache() {
   local tmp_wheels="$WHEEL_DIR.partial.$$" start=$SECONDS
   rm -rf "$tmp_wheels"; mkdir -p "$tmp_wheels"
+  [ "$FLAVOUR" = cpu ] || cuda_toolkit_env
   build_mmcv "$tmp_wheels"
   rm -rf "$WHEEL_DIR"; mv "$tmp_wheels" "$WHEEL_DIR"
   echo "[setup] $MMCV_DIST $MMCV_VERSION ($FLAVOUR${ARCH_LIST:+, arch $ARCH_LIST}) built in $((SECONDS - start)) s"
