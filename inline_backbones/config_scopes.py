@@ -21,7 +21,8 @@ SCOPES = ('mmdet', 'mmseg')
 
 
 def _installed(name: str) -> bool:
-    """mmengine's own test (``mmengine.utils.is_installed``): a distribution, else a module of that name."""
+    """mmengine's own test (``mmengine.utils.is_installed``: a distribution, else a module of that name), without
+    the official line's version of it, which reloads ``pkg_resources`` (slow) on every call: this runs at import."""
     try:
         metadata.version(name)
         return True

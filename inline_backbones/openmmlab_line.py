@@ -102,4 +102,8 @@ def mim_codebase(module: str) -> str:
     ``onedl-mmdetection`` / ``onedl-mmsegmentation``). The fork's mim resolves ``mmdet`` to no package: it reads a
     name as an abbreviation of the distributions it knows, and both ``onedl-mmdetection`` and ``mmdet3d`` contain it.
     """
-    return LINES[check_one_line() or 'official'][module]
+    line = check_one_line()
+    if not line:
+        raise MixedLinesError('no OpenMMLab line is installed here (no mmengine, mmcv, mmdet, mmseg): `make setup` '
+                              '(STACK=official or STACK=onedl) makes an environment with one')
+    return LINES[line][module]

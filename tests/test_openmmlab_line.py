@@ -118,3 +118,6 @@ def test_mim_takes_the_lines_distribution_name_for_each_codebase(monkeypatch):
     for dists in ol.LINES.values():
         _fake_metadata(monkeypatch, {module: [dist] for module, dist in dists.items()})
         assert (ol.mim_codebase('mmdet'), ol.mim_codebase('mmseg')) == (dists['mmdet'], dists['mmseg'])
+    _fake_metadata(monkeypatch, {})
+    with pytest.raises(ol.MixedLinesError, match='no OpenMMLab line is installed here'):
+        ol.mim_codebase('mmdet')

@@ -77,12 +77,11 @@ MAX_JOBS="${MAX_JOBS:-$(nproc)}"
 die() { echo "[setup] error: $*" >&2; exit 1; }
 pin() { grep -E "^$1==" "$REQ" || die "no '$1==' pin in $REQ"; }
 pin_version() { pin "$1" | cut -d= -f3; }
-# The line's pin of one role: engine, cv, det, seg or mim (distribution names differ between lines).
+# The line's pin of one role the script installs apart: engine, cv or mim (distribution names differ between lines).
 line_pin() {
   local re
   case "$1" in
-    engine) re='(onedl-)?mmengine' ;; cv) re='(onedl-)?mmcv' ;; det) re='(onedl-)?mmdet(ection)?' ;;
-    seg) re='(onedl-)?mmsegmentation' ;; mim) re='(openmim|onedl-mim)' ;;
+    engine) re='(onedl-)?mmengine' ;; cv) re='(onedl-)?mmcv' ;; mim) re='(openmim|onedl-mim)' ;;
   esac
   grep -E "^$re==" "$LINE_REQ" || die "no $1 pin ($re==...) in $LINE_REQ"
 }
