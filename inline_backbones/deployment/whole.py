@@ -1,0 +1,84 @@
+"""Whole-model export of a trained mmseg segmentor or mmdet detector: the graph of the task's module
+(:mod:`.segmentor`, :mod:`.detector`), torch's ONNX exporter with dynamic height and width, the metadata written
+into the file, and the check of the file (run by :mod:`inline_runtime`, as a serving machine runs it) against
+mmseg's / mmdet's own inference on the same images; a file that disagrees is deleted.
+
+Each task module provides ``prepare(model, cfg, checkpoint_meta, **options) -> (module, meta)``,
+``example_input()``, ``dynamic_shapes(min_side, max_side)``, ``reference(model, cfg, image)`` and
+``compare(result, reference) -> (ok, summary)``.
+"""
+import importlib
+import os
+
+import torch
+
+from ..export import OPSET
+from .metadata import write_metadata
+
+TASK_MODULES = {'mmseg': 'segmentor', 'mmdet': 'detector'}
+
+
+class WholeExportMismatch(ValueError):
+    """The exported file's results differ from mmseg's / mmdet's on a check image (the file was deleted)."""
+
+
+def task_module(task):
+    return importlib.import_module(f'.{TASK_MODULES[task]}', __package__)
+
+
+def load_task_model(config, checkpoint=None, cfg_options=None):
+    """``(cfg, task, model, checkpoint_meta)``: the config's model in eval mode with the checkpoint's weights
+    (strictly; the backbone's pretrained ``init_cfg`` is not loaded), as mmdet/mmseg's inference builds it."""
+    from mmengine.runner import load_checkpoint
+
+    from ..task_tools import build_task_model
+    from ..tool_inputs import read_config
+
+    cfg = read_config(config)
+    if cfg_options:
+        cfg.merge_from_dict(cfg_options)
+    task, model, _ = build_task_model(cfg)
+    meta = {}
+    if checkpoint:
+        meta = load_checkpoint(model, checkpoint, map_location='cpu', strict=True).get('meta', {})
+    model.cfg = cfg
+    return cfg, task, model.eval(), meta
+
+
+def export_whole(cfg, task, model, checkpoint_meta, out, min_side=32, max_side=4096, **options):
+    """Write the whole model to the ONNX file ``out`` (H and W dynamic within [min_side, max_side]); its
+    metadata."""
+    tasks = task_module(task)
+    module, meta = tasks.prepare(model, cfg, checkpoint_meta, **options)
+    example = tasks.example_input()
+    input_names = meta.get('input_names', ['image'])
+    with torch.no_grad():
+        torch.onnx.export(module, example, out, dynamo=True, opset_version=OPSET, input_names=input_names,
+                          output_names=meta['outputs'], dynamic_shapes=tasks.dynamic_shapes(min_side, max_side),
+                          external_data=False)
+    meta['dynamic_range'] = [min_side, max_side]
+    write_metadata(out, meta)
+    return meta
+
+
+def check_whole(out, cfg, task, model, images, runtime='onnxruntime', precision='fp32', report=print):
+    """Run the file (``inline_runtime``) and mmdet/mmseg on each (name, BGR image); delete the file and raise
+    :class:`WholeExportMismatch` if any disagrees. Returns the summaries."""
+    from inline_runtime import load
+
+    tasks = task_module(task)
+    predictor = load(out, runtime, precision)
+    summaries, failed = [], []
+    for name, image in images:
+        result = predictor.predict(image, **({'logits': True} if task == 'mmseg' and predictor.has_logits else {}))
+        ok, summary = tasks.compare(result, tasks.reference(model, cfg, image))
+        line = f'{name} ({image.shape[0]}x{image.shape[1]}): {summary}' + ('' if ok else '  <- DISAGREES')
+        report(line)
+        summaries.append(line)
+        if not ok:
+            failed.append(name)
+    if failed:
+        del predictor
+        os.remove(out)
+        raise WholeExportMismatch(f'{out}: the file disagrees with {task} on {", ".join(failed)} (file deleted)')
+    return summaries
