@@ -34,6 +34,8 @@ import re
 import sys
 import warnings
 
+from inline_runtime.backends import RuntimeInputError
+
 from .archive import CheckpointTruncatedError
 from .checkpoint import (
     CheckpointDownloadError,
@@ -62,7 +64,7 @@ UPSTREAM_NOISE = (
 # The exception classes whose every instance is a user's mistake (module docstring).
 USER_ERRORS = (ToolInputError, RecipeError, ClassMismatchError, ModelArgumentError, CheckpointMismatchError,
                CheckpointDownloadError, CheckpointUnreachableError, CheckpointLoadError, CheckpointTruncatedError,
-               MixedLinesError, FileNotFoundError)
+               MixedLinesError, RuntimeInputError, FileNotFoundError)
 DEBUG_VARIABLE = 'INLINE_DEBUG'
 _REGISTRY_MISS = re.compile(r'\S+ is not in the \S+ registry')      # mmengine's KeyError for an unknown type
 _debug = contextvars.ContextVar('debug', default=False)

@@ -6,9 +6,9 @@ Images are recognised by their content, as OpenCV (which mmcv reads them with) r
 (``cv2.haveImageReader``: the file's signature, not its extension). A folder's files that are not images are
 skipped and listed; a file named on the command line that is not an image is an error.
 """
-import difflib
-import os
 import os.path as osp
+
+from inline_runtime.images import closest as _closest
 
 from .archive import CheckpointTruncatedError, check_not_truncated
 from .checkpoint import URL_SCHEMES
@@ -16,15 +16,6 @@ from .checkpoint import URL_SCHEMES
 
 class ToolInputError(ValueError):
     """A command-line input that cannot work (a missing or mistyped path, a file cut off, a file that is no image)."""
-
-
-def _closest(path):
-    """`` (did you mean X?)`` for the file in ``path``'s folder whose name is closest to it, or ''."""
-    folder = osp.dirname(path) or '.'
-    if not osp.isdir(folder):
-        return f' (the folder {folder!r} does not exist either)'
-    match = difflib.get_close_matches(osp.basename(path), sorted(os.listdir(folder)), n=1, cutoff=0.6)
-    return f' (did you mean {osp.join(osp.dirname(path), match[0])!r}?)' if match else ''
 
 
 def check_config(path):
@@ -61,35 +52,13 @@ def check_checkpoint(path):
     return path
 
 
-def is_image(path):
-    """Whether OpenCV can decode ``path`` (by its signature)."""
-    import cv2
-
-    return osp.isfile(path) and cv2.haveImageReader(path)
-
-
 def image_inputs(inputs):
-    """``(images, skipped)`` for the command line's ``inputs`` (files, or one or more folders).
+    """``(images, skipped)`` for the command line's ``inputs`` (files, or folders):
+    :func:`inline_runtime.images.image_inputs`, its errors as :class:`ToolInputError`."""
+    from inline_runtime.images import RuntimeInputError
+    from inline_runtime.images import image_inputs as find_images
 
-    A folder gives its images in name order (hidden files ignored) and skips the rest (``skipped``: their paths).
-    A file given by name must exist and be an image. No image at all is an error.
-    """
-    images, skipped = [], []
-    for given in inputs:
-        if osp.isdir(given):
-            for name in sorted(os.listdir(given)):
-                path = osp.join(given, name)
-                if name.startswith('.') or osp.isdir(path):
-                    continue
-                (images if is_image(path) else skipped).append(path)
-        elif not osp.exists(given):
-            raise ToolInputError(f'image not found: {given!r}{_closest(given)}')
-        elif not is_image(given):
-            raise ToolInputError(f'{given!r} is not an image OpenCV can read (JPEG, PNG, BMP, TIFF, WebP ...): give '
-                                 'image files, or a folder (whose other files are skipped)')
-        else:
-            images.append(given)
-    if not images:
-        raise ToolInputError(f'no image in {", ".join(map(repr, inputs))}'
-                             + (f' ({len(skipped)} other file(s) skipped)' if skipped else ''))
-    return images, skipped
+    try:
+        return find_images(inputs)
+    except RuntimeInputError as err:
+        raise ToolInputError(str(err)) from None

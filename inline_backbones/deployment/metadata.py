@@ -17,7 +17,7 @@ def test_pipeline(cfg):
     """The config's test pipeline (``test_dataloader.dataset.pipeline``, else ``test_pipeline``)."""
     pipeline = cfg.get('test_dataloader', {}).get('dataset', {}).get('pipeline') or cfg.get('test_pipeline')
     if not pipeline:
-        raise ToolInputError(f'{cfg.filename}: no test pipeline (test_dataloader.dataset.pipeline or test_pipeline)')
+        raise ToolInputError(f'{_name(cfg)}: no test pipeline (test_dataloader.dataset.pipeline or test_pipeline)')
     return pipeline
 
 
@@ -29,18 +29,22 @@ def resize_meta(cfg):
         kind = step['type'].split('.')[-1]
         if kind not in PIPELINE_STEPS:
             raise ToolInputError(
-                f'{cfg.filename}: the test pipeline\'s {kind} step is not reproduced by the runtime helper '
+                f'{_name(cfg)}: the test pipeline\'s {kind} step is not reproduced by the runtime helper '
                 f'(it reproduces {", ".join(PIPELINE_STEPS)}): remove it from the test pipeline before exporting')
         if kind == 'LoadImageFromFile' and step.get('color_type', 'color') != 'color':
-            raise ToolInputError(f'{cfg.filename}: LoadImageFromFile color_type={step["color_type"]!r}; the runtime '
+            raise ToolInputError(f'{_name(cfg)}: LoadImageFromFile color_type={step["color_type"]!r}; the runtime '
                                  "helper reads images as OpenCV's IMREAD_COLOR (color_type='color')")
         if PIPELINE_STEPS[kind] == 'resize':
             if step.get('interpolation', 'bilinear') != 'bilinear' or step.get('backend', 'cv2') != 'cv2':
-                raise ToolInputError(f'{cfg.filename}: Resize with interpolation {step.get("interpolation")!r}, '
+                raise ToolInputError(f'{_name(cfg)}: Resize with interpolation {step.get("interpolation")!r}, '
                                      f'backend {step.get("backend")!r}: the helper reproduces bilinear with cv2 only')
             resize = dict(scale=_plain(step.get('scale')), scale_factor=_plain(step.get('scale_factor')),
                           keep_ratio=bool(step.get('keep_ratio', False)))
     return resize
+
+
+def _name(cfg):
+    return cfg.filename or 'the config'
 
 
 def _plain(value):

@@ -10,8 +10,9 @@ classes (one output channel: ``sigmoid > threshold``). Outputs ``labels`` (1, H,
 test resize before the file and the resize of the logits back to the original image after it (bilinear, as mmseg's
 ``postprocess_result``), the padding of images below the minimum size and the crop back, and the ``slide`` mode
 (crops of ``crop_size`` every ``stride``, logits summed and divided by the count, as mmseg's ``slide_inference``).
-The auxiliary head is not exported (mmseg does not use it at test time). Adaptive pooling (UperNet's pyramid) is
-replaced by :mod:`.pooling` so one file serves every size.
+The auxiliary head is not exported (mmseg does not use it at test time). Adaptive pooling (UperNet's pyramid) and
+mmseg's integral upsampling (Semantic FPN's heads) are rewritten (:mod:`.rewrites`) so that one file serves every
+size.
 """
 import copy
 
@@ -22,7 +23,7 @@ from torch import nn
 
 from ..tool_inputs import ToolInputError
 from .metadata import dataset_meta, input_meta, resize_meta
-from .pooling import replace_adaptive_pooling
+from .rewrites import rewrite_for_export
 
 
 class WholeSegmentor(nn.Module):
@@ -41,7 +42,7 @@ class WholeSegmentor(nn.Module):
         self.register_buffer('std', torch.tensor(meta['std']).view(1, 3, 1, 1), persistent=False)
         self.segmentor = copy.deepcopy(segmentor)
         self.padding_aware = bool(getattr(segmentor.backbone, 'padding_aware', False))
-        replace_adaptive_pooling(self.segmentor)
+        rewrite_for_export(self.segmentor)
         head = self.segmentor.decode_head
         self.align_corners = head.align_corners
         self.threshold = getattr(head, 'threshold', None) or 0.3   # mmseg's default for one output channel

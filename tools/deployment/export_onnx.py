@@ -1,5 +1,7 @@
 """Export a detector's/segmentor's backbone and neck, or a timm classifier, to ONNX and check the file in
-onnxruntime against eager PyTorch.
+onnxruntime against eager PyTorch; with ``--whole``, a trained segmentor or detector whole (heads and
+post-processing included), checked against mmseg's / mmdet's inference: ``--whole --help`` and
+``inline_backbones/deployment/tool.py``.
 
     python tools/deployment/export_onnx.py MODEL [--checkpoint FILE] [--shape H W] [--exporter dynamo|torchscript]
         [--dynamic MIN_H MIN_W MAX_H MAX_W] [--out FILE] [--cfg-options KEY=VALUE ...] [--backbone-only]
@@ -116,6 +118,10 @@ def median_latencies(model, session, x, repeats, warmup=1, clock=time.perf_count
 
 
 def main(argv=None):
+    if '--whole' in (sys.argv[1:] if argv is None else argv):   # the whole model: inline_backbones.deployment.tool
+        from inline_backbones.deployment.tool import main as export_whole_model
+
+        return export_whole_model(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('model', help='mmdet/mmseg config file or timm model name')
     parser.add_argument('--checkpoint')
