@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from tool_modules import ROOT, load_tool
 
 from inline_backbones.deployment import segmentor
 from inline_backbones.deployment.rewrites import IntegerUpsample, MatmulAdaptiveAvgPool2d
@@ -21,7 +22,6 @@ from inline_runtime import RuntimeInputError, load
 from inline_runtime.images import pad_to, pipeline_resize
 from inline_runtime.outputs import rle_encode
 from inline_runtime.resize import resize_and_label, resize_maps
-from tool_modules import ROOT, load_tool
 
 MINI = 'mmseg_configs/inline-swin-mini_upernet_shapes-256x256.py'
 # The modules a serving machine does not have: the runtime must run with every one of them unimportable.
@@ -64,7 +64,7 @@ def test_resize_and_label_is_the_argmax_of_the_resized_logits_first_on_ties():
 
 @pytest.mark.parametrize('scale,keep', [((2048, 512), True), ((1333, 800), True), ((96, 160), True),
                                         ((300, 200), False)])
-def test_test_resize_equals_mmcv_resize(scale, keep):
+def test_pipeline_resize_equals_mmcv_resize(scale, keep):
     from mmcv.transforms import Resize
 
     for h, w in [(1000, 1500), (333, 517), (512, 512), (97, 61)]:
@@ -94,17 +94,22 @@ def test_rle_equals_pycocotools():
 
 @pytest.fixture(scope='module')
 def mini(tmp_path_factory):
-    """The mini UperNet (random weights) exported whole by the tool, with its logits; and the model itself."""
-    out = tmp_path_factory.mktemp('whole') / 'mini.onnx'
-    tool = load_tool('tools/deployment/export_onnx.py')
+    """The mini UperNet (random weights, saved as a trained checkpoint with its classes) exported whole by the tool,
+    with its logits; and the model with those weights."""
     from contextlib import redirect_stdout
     from io import StringIO
 
+    folder = tmp_path_factory.mktemp('whole')
+    cfg, _, model, _ = load_task_model(str(ROOT / MINI))
+    classes = ['background', 'disc', 'box', 'triangle', 'hexagon']
+    checkpoint = folder / 'mini.pth'
+    torch.save({'state_dict': model.state_dict(), 'meta': {'dataset_meta': {'classes': classes}}}, checkpoint)
+    out = folder / 'mini.onnx'
     printed = StringIO()
     with redirect_stdout(printed):
-        status = tool.main([str(ROOT / MINI), '--whole', '--logits', '--out', str(out),
-                            '--check-sizes', '96x128', '250x333'])
-    cfg, task, model, _ = load_task_model(str(ROOT / MINI))
+        status = load_tool('tools/deployment/export_onnx.py').main(
+            [str(ROOT / MINI), '--whole', '--checkpoint', str(checkpoint), '--logits', '--out', str(out),
+             '--check-sizes', '96x128', '250x333'])
     return dict(path=out, printed=printed.getvalue(), status=status, cfg=cfg, model=model)
 
 
@@ -129,8 +134,8 @@ def test_export_tool_writes_a_checked_file_that_says_what_it_holds(mini):
 @pytest.mark.slow
 @pytest.mark.parametrize('h,w', [(333, 517), (64, 64), (20, 300), (700, 1100)])
 def test_whole_file_equals_mmseg_at_any_size(mini, h, w):
-    """Any height and width (not multiples of 32), one file; 20x300 is padded to the file's minimum (64) and the
-    padding-aware backbone's region input keeps it exact."""
+    """Any height and width (not multiples of 32), one file; 20x300 is padded to 32 (as mmseg pads it) and the
+    padding-aware backbone sees its region (the file's second input), as in mmseg."""
     image = synthetic_image(h, w, seed=h)
     result = load(mini['path']).predict(image, logits=True)
     ref = segmentor.reference(mini['model'], mini['cfg'], image)
@@ -140,7 +145,9 @@ def test_whole_file_equals_mmseg_at_any_size(mini, h, w):
 
 @pytest.mark.slow
 def test_slide_mode_equals_mmseg_slide_inference(mini):
-    slide = dict(mode='slide', crop_size=(128, 128), stride=(96, 96))
+    from mmengine.config import ConfigDict
+
+    slide = ConfigDict(mode='slide', crop_size=(128, 128), stride=(96, 96))
     predictor = load(mini['path'])
     predictor.meta['test_cfg'] = dict(mode='slide', crop_size=[128, 128], stride=[96, 96])
     model = copy.deepcopy(mini['model'])

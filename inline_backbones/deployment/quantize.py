@@ -8,6 +8,7 @@ channel) and activations (per tensor), which onnxruntime and OpenVINO both execu
 is carried over with ``precision: 'int8'``.
 """
 import json
+import logging
 import os
 import tempfile
 
@@ -34,12 +35,16 @@ def quantize_int8(path, out, images, predictor):
 
     names = predictor.backend.input_names
     feeds = [dict(zip(names, arrays, strict=True)) for image in images for arrays in predictor.file_inputs(image)]
+    quiet = logging.getLogger()      # onnxruntime's quantiser warns per LayerNorm weight on the root logger
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory() as tmp:
         prepared = os.path.join(tmp, 'prepared.onnx')
         quant_pre_process(path, prepared, skip_symbolic_shape=True)
         quantize_static(prepared, out, _Images(feeds), quant_format=QuantFormat.QDQ, per_channel=True,
                         weight_type=QuantType.QInt8, activation_type=QuantType.QInt8,
                         calibrate_method=CalibrationMethod.MinMax)
+    quiet.setLevel(level)
     meta = json.loads({p.key: p.value for p in onnx.load(path).metadata_props}[META_KEY])
     model = onnx.load(out)
     onnx.helper.set_model_props(model, {META_KEY: json.dumps(dict(meta, precision='int8',

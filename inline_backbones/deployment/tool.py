@@ -2,7 +2,7 @@
 against mmseg's / mmdet's inference, optionally quantise it to int8.
 
     python tools/deployment/export_onnx.py CONFIG --whole --checkpoint FILE [--out FILE]
-        [--min-side 64] [--max-side 4096] [--logits] [--runtime onnxruntime|openvino] [--precision fp32|bf16]
+        [--min-side 32] [--max-side 4096] [--logits] [--runtime onnxruntime|openvino] [--precision fp32|bf16]
         [--check-images IMAGE_OR_FOLDER ...] [--check-sizes HxW ...] [--int8-calibration IMAGE_OR_FOLDER ...]
         [--cfg-options KEY=VALUE ...]
 
@@ -72,7 +72,7 @@ def build_parser():
     parser.add_argument('--whole', action='store_true', required=True)
     parser.add_argument('--checkpoint', help='the trained model (random weights without it: a smoke test)')
     parser.add_argument('--out', help='ONNX file (default: <config name>_whole.onnx)')
-    parser.add_argument('--min-side', type=int, default=64,
+    parser.add_argument('--min-side', type=int, default=32,
                         help='smallest height/width the file takes (smaller images are padded to it)')
     parser.add_argument('--max-side', type=int, default=4096, help='largest height/width the file takes')
     parser.add_argument('--logits', action='store_true', help='segmentation: also output the logits')

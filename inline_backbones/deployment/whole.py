@@ -45,12 +45,14 @@ def load_task_model(config, checkpoint=None, cfg_options=None):
     return cfg, task, model.eval(), meta
 
 
-def export_whole(cfg, task, model, checkpoint_meta, out, min_side=64, max_side=4096, report=print, **options):
+def export_whole(cfg, task, model, checkpoint_meta, out, min_side=32, max_side=4096, report=print, **options):
     """Write the whole model to the ONNX file ``out`` (H and W dynamic within [min_side, max_side]); its
-    metadata. The runtime helper pads smaller images to the minimum (the region input keeps a padding-aware
-    backbone exact). A model whose graph holds only above some size (a layer that needs two windows or stripes per
-    side: InLine-CSwin's stripes of 7 cells at stride 16 need about 113 px) makes ``torch.export`` refuse the
-    range: the minimum is then doubled, with a note through ``report``, up to the example's side."""
+    metadata. The runtime helper pads smaller images to the minimum, as mmseg pads images below the backbone's
+    minimum (32 px): with the same padding the results are mmseg's (a padding-aware backbone masks it, but the
+    heads see it: UperNet's pyramid pooling averages over it, so a larger padding changes the prediction). A graph
+    that holds only above some size (InLine-CSwin's stripes of 7 cells at stride 16 need about 113 px a side) makes
+    ``torch.export`` refuse the range: the minimum is then doubled, with a note through ``report``, up to the
+    example's side, and images below it differ from mmseg's (padded more)."""
     tasks = task_module(task)
     module, meta = tasks.prepare(model, cfg, checkpoint_meta, **options)
     example = tasks.example_input()
@@ -95,7 +97,8 @@ def check_whole(out, cfg, task, model, images, runtime='onnxruntime', precision=
     for name, image in images:
         result = predictor.predict(image, **({'logits': True} if task == 'mmseg' and predictor.has_logits else {}))
         ok, summary = tasks.compare(result, tasks.reference(model, cfg, image))
-        line = f'{name} ({image.shape[0]}x{image.shape[1]}): {summary}' + ('' if ok else '  <- DISAGREES')
+        mark = '' if ok else ('  <- DISAGREES' if delete else '  (below the fp32 bar)')
+        line = f'{name} ({image.shape[0]}x{image.shape[1]}): {summary}{mark}'
         report(line)
         summaries.append(line)
         if not ok:
