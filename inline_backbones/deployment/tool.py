@@ -4,7 +4,7 @@ against mmseg's / mmdet's inference, optionally quantise it to int8.
     python tools/deployment/export_onnx.py CONFIG --whole --checkpoint FILE [--out FILE]
         [--min-side 32] [--max-side 4096] [--logits] [--runtime onnxruntime|openvino] [--precision fp32|bf16]
         [--check-images IMAGE_OR_FOLDER ...] [--check-sizes HxW ...] [--int8-calibration IMAGE_OR_FOLDER ...]
-        [--cfg-options KEY=VALUE ...]
+        [--int8-images 32] [--cfg-options KEY=VALUE ...]
 
 Steps, each announced: build the model from the config with the checkpoint's weights (strictly); print what goes
 into the file and what the runtime helper (``inline_runtime``) completes; export with H and W dynamic within
@@ -13,7 +13,8 @@ mmseg/mmdet on the check images (``--check-images``, else generated images of ``
 512x512 and 1000x1500), one line per image; a file that disagrees is deleted and the tool exits with status 1.
 fp32 must agree (segmentation: label maps on >= 99.9% of the pixels, logits within 1e-3 relative; detection:
 the same detections); bf16 is reported, not required to agree. ``--int8-calibration``: also write ``<out>.int8.onnx``
-(:mod:`.quantize`) calibrated on those images, and report its agreement on the check images.
+(:mod:`.quantize`) calibrated on those images (at most ``--int8-images``), and report its agreement on the check
+images (accuracy on a labelled set: ``tools/deployment/evaluate_exported.py``).
 """
 import argparse
 import os
@@ -83,6 +84,8 @@ def build_parser():
                         metavar='HxW', help='sizes of generated check images (without --check-images)')
     parser.add_argument('--int8-calibration', nargs='+', metavar='IMAGE',
                         help='images or folders to calibrate an int8 copy of the file on')
+    parser.add_argument('--int8-images', type=int, default=32,
+                        help='calibrate on at most this many of those images (in name order)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction, help='config overrides, key=value')
     return parser
 
@@ -99,7 +102,7 @@ def main(argv):
     images = check_images(args)
     calibration = None
     if args.int8_calibration:
-        calibration, _ = image_inputs(args.int8_calibration)
+        calibration = image_inputs(args.int8_calibration)[0][:args.int8_images]
 
     start = time.perf_counter()
     progress(TOOL, f'building {args.config}' + (f' with {args.checkpoint}' if args.checkpoint else
