@@ -28,12 +28,15 @@ class Detector:
     def __init__(self, backend):
         self.backend, self.meta = backend, backend.meta
 
-    def predict(self, image):
+    def file_inputs(self, image):
+        """The file's inputs for a BGR image: ``[image, img_shape, scale_factor]`` of its one run."""
         inp = self.meta['input']
         resized, scale = pipeline_resize(image, self.meta['resize'])
         padded, _ = pad_to(resized, inp['pad_value'], inp.get('size_divisor'))
-        outputs = dict(zip(self.meta['outputs'], self.backend(
-            to_input(padded), np.array(resized.shape[:2], np.int64), np.array(scale, np.float32)), strict=True))
+        return [[to_input(padded), np.array(resized.shape[:2], np.int64), np.array(scale, np.float32)]]
+
+    def predict(self, image):
+        outputs = dict(zip(self.meta['outputs'], self.backend(*self.file_inputs(image)[0]), strict=True))
         boxes = outputs['boxes']
         masks = None
         if 'masks' in outputs:

@@ -3,9 +3,9 @@
 onnxruntime's static quantisation (``onnxruntime.quantization.quantize_static``): the file is first prepared by
 its ``quant_pre_process`` (shape inference, graph optimisation), then run in onnxruntime on the calibration images
 (each prepared exactly as the runtime helper prepares images for the file) to record each activation's range
-(min-max), and written in QDQ form: ``QuantizeLinear``/``DequantizeLinear`` pairs around int8 weights (per output
-channel) and activations (per tensor), which onnxruntime and OpenVINO both execute as int8 kernels. The metadata
-is carried over with ``precision: 'int8'``.
+(min-max), and written in QDQ form: ``QuantizeLinear``/``DequantizeLinear`` pairs around the int8 weights (per
+output channel) and activations (per tensor) of the :data:`QUANTISED_OPS`, which onnxruntime and OpenVINO both
+execute as int8 kernels. The metadata is carried over with ``precision: 'int8'``.
 """
 import json
 import logging
@@ -15,6 +15,12 @@ import tempfile
 import onnx
 
 from inline_runtime.metadata import META_KEY
+
+
+# The layers computed in int8: the convolutions and matrix products, where the time goes. The rest (norms,
+# softmax, the scores, box decoding, NMS, resizing) stays in float: quantising every op's output rounds the final
+# scores to steps of 1/255.
+QUANTISED_OPS = ('Conv', 'MatMul', 'Gemm')
 
 
 class _Images:
@@ -43,7 +49,7 @@ def quantize_int8(path, out, images, predictor):
         quant_pre_process(path, prepared, skip_symbolic_shape=True)
         quantize_static(prepared, out, _Images(feeds), quant_format=QuantFormat.QDQ, per_channel=True,
                         weight_type=QuantType.QInt8, activation_type=QuantType.QInt8,
-                        calibrate_method=CalibrationMethod.MinMax)
+                        calibrate_method=CalibrationMethod.MinMax, op_types_to_quantize=list(QUANTISED_OPS))
     quiet.setLevel(level)
     meta = json.loads({p.key: p.value for p in onnx.load(path).metadata_props}[META_KEY])
     model = onnx.load(out)
