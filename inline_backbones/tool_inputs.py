@@ -26,12 +26,20 @@ def check_config(path):
 
 
 def read_config(path):
-    """The mmengine ``Config`` of the config file ``path`` (:func:`check_config`). A config that does not load
+    """The mmengine ``Config`` of the config file ``path`` (:func:`check_config`; an ``mmdet::`` / ``mmseg::`` name
+    is read from the installed package's configs, as ``_base_`` names are). A config that does not load
     because of what it says (a ``_base_`` that does not exist, a syntax error, a name it does not define, in it or in a
     config it inherits) is a :class:`ToolInputError` naming the file and the error."""
     from mmengine.config import Config
 
+    from .upstream_recipe import RecipeError, recipe_path
+
     check_config(path)
+    if '::' in path:   # an upstream config by its scope name: its file in the installed package
+        try:
+            path = recipe_path(path)
+        except RecipeError as err:
+            raise ToolInputError(str(err)) from None
     try:
         return Config.fromfile(path)
     except (FileNotFoundError, SyntaxError, NameError) as err:

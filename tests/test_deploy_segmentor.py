@@ -291,3 +291,28 @@ def test_int8_file_is_quantised_and_runs(mini, tmp_path):
     assert np.isfinite(q['logits']).all()
     assert json.dumps(predictor.meta['classes']) == json.dumps(load(mini['path']).meta['classes'])
     assert (q['labels'] == fp32['labels']).mean() > 0.5   # random weights; trained models: docs/deployment.md
+
+
+@pytest.mark.slow
+def test_deployed_benchmark_times_each_runtime_alone(mini, tmp_path):
+    """tools/analysis_tools/benchmark_deployed.py's rows: eager (with the backbone's share) and the file, each in its
+    own process, at one size; the table and the plot written."""
+    from inline_backbones.benchmark import deployed
+
+    (tmp_path / 'inline-swin-mini_upernet_shapes-256x256.onnx').write_bytes(mini['path'].read_bytes())
+    rows = deployed.measure([str(ROOT / MINI)], ['96x160'], ['eager', 'onnxruntime:fp32'], str(tmp_path), rounds=1)
+    assert [r['runtime'] for r in rows] == ['eager', 'onnxruntime:fp32'], rows
+    assert all(r['latency_s'] > 0 and r['peak_mb'] > 0 for r in rows)
+    assert 0 < rows[0]['backbone_share'] < 1
+    table = deployed.write(rows, str(tmp_path), {})
+    assert '| inline-swin-mini_upernet_shapes-256x256.py | 96x160 | onnxruntime:fp32 |' in table
+    assert (tmp_path / 'latency.png').stat().st_size > 0
+
+
+def test_file_inputs_follow_the_files_input_names():
+    from inline_backbones.benchmark.deployed import file_inputs
+
+    image, region = file_inputs(['image', 'image_shape'], 100, 70)
+    assert image.shape == (1, 3, 100, 70) and region.tolist() == [[100, 70]]
+    image, shape, scale = file_inputs(['image', 'img_shape', 'scale_factor'], 100, 70)
+    assert image.shape == (1, 3, 128, 96) and shape.tolist() == [100, 70] and scale.tolist() == [1, 1]

@@ -45,6 +45,13 @@ def test_a_config_that_does_not_load_is_named_with_its_error(tmp_path):
     assert read_config(str(tmp_path / 'good.py')).a == 1
 
 
+def test_an_upstream_config_is_read_by_its_scope_name():
+    cfg = read_config('mmseg::swin/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py')
+    assert cfg.model.backbone.type == 'SwinTransformer' and cfg.default_scope == 'mmseg'
+    with pytest.raises(ToolInputError, match='no such config'):
+        read_config('mmseg::swin/no-such-recipe.py')
+
+
 def test_checkpoints_missing_cut_off_or_empty_are_refused_before_loading(tmp_path):
     torch.save({'state_dict': {'w': torch.randn(32, 32)}}, tmp_path / 'model.pth')
     assert check_checkpoint(str(tmp_path / 'model.pth'))

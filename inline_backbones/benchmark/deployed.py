@@ -21,23 +21,30 @@ import subprocess
 import sys
 import time
 
-SIZES = {1: (1024, 1024), 4: (2048, 2048), 16: (4096, 4096)}
+SIZES = ['1024x1024', '2048x2048', '4096x4096']     # 1, 4 and 16 megapixels
 
 
 def _peak_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def child_file(path, runtime, precision, h, w):
-    """One warm-up and one timed run of the file in ``runtime``: (seconds, peak MB)."""
+def file_inputs(names, h, w):
+    """Inputs by the file's input names for an image of h x w (detectors: padded up to a multiple of 32, scale 1)."""
     import numpy as np
 
+    padded = (h, w) if 'img_shape' not in names else (-(-h // 32) * 32, -(-w // 32) * 32)
+    values = dict(image=(np.random.default_rng(0).random((1, 3, *padded)) * 255).astype(np.float32),
+                  image_shape=np.array([[h, w]], np.int64), img_shape=np.array([h, w], np.int64),
+                  scale_factor=np.ones(2, np.float32))
+    return [values[name] for name in names]
+
+
+def child_file(path, runtime, precision, h, w):
+    """One warm-up and one timed run of the file in ``runtime``: (seconds, peak MB)."""
     from inline_runtime.backends import Backend
 
     backend = Backend(path, runtime, precision)
-    rng = np.random.default_rng(0)
-    inputs = [(rng.random((1, 3, h, w)) * 255).astype(np.float32), np.array([[h, w]], np.int64)]
-    inputs = inputs[:len(backend.input_names)]
+    inputs = file_inputs(backend.input_names, h, w)
     backend(*inputs)
     start = time.perf_counter()
     backend(*inputs)
@@ -48,17 +55,15 @@ def child_eager(config, h, w):
     """Eager PyTorch fp32: the whole graph's module and the backbone alone, one warm-up and one timed run each."""
     import torch
 
-    from ..deployment import segmentor
-    from ..deployment.whole import load_task_model
+    from ..deployment.whole import load_task_model, task_module
 
     cfg, task, model, meta = load_task_model(config)
-    module, _ = segmentor.prepare(model, cfg, meta)
-    x = torch.rand(1, 3, h, w) * 255
-    shape = torch.tensor([[h, w]])
+    module, meta = task_module(task).prepare(model, cfg, meta)
+    inputs = [torch.from_numpy(a) for a in file_inputs(meta['input_names'], h, w)]
     timings = {}
     with torch.no_grad():
-        for name, run in [('seconds', lambda: module(x, shape)),
-                          ('backbone_seconds', lambda: model.backbone(x))]:
+        for name, run in [('seconds', lambda: module(*inputs)),
+                          ('backbone_seconds', lambda: model.backbone(inputs[0]))]:
             run()
             start = time.perf_counter()
             run()
@@ -74,33 +79,35 @@ def run_child(args):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure(configs, megapixels, runtimes, out_dir, rounds=3, max_side=4096):
+def measure(configs, sizes, runtimes, out_dir, rounds=3, max_side=4096):
     """Export each config, then ``rounds`` interleaved rounds of every (config, size, runtime); rows with medians."""
     from ..deployment.whole import export_whole, load_task_model
 
     files = {}
     for config in configs:
-        path = osp.join(out_dir, osp.splitext(osp.basename(config))[0] + '.onnx')
+        path = osp.join(out_dir, osp.splitext(osp.basename(config.split('::')[-1]))[0] + '.onnx')
         if not osp.exists(path):
             cfg, task, model, meta = load_task_model(config)
             export_whole(cfg, task, model, meta, path, max_side=max_side)
         files[config] = path
-    plan = [(config, mp, runtime) for config in configs for mp in megapixels for runtime in runtimes]
+    plan = [(config, size, runtime) for config in configs for size in sizes for runtime in runtimes]
     samples = {key: [] for key in plan}
     for r in range(rounds):
-        for config, mp, runtime in plan:
-            h, w = SIZES[mp]
+        for config, size, runtime in plan:
+            h, w = map(int, size.split('x'))
             if runtime == 'eager':
                 result = run_child(['eager', config, h, w])
             else:
                 rt, _, precision = runtime.partition(':')
                 result = run_child(['file', files[config], rt, precision or 'fp32', h, w])
-            samples[(config, mp, runtime)].append(result)
-            print(f'round {r + 1}/{rounds} {osp.basename(config)} {mp} MP {runtime}: {result}', flush=True)
+            samples[(config, size, runtime)].append(result)
+            print(f'round {r + 1}/{rounds} {osp.basename(config)} {size} {runtime}: {result}', flush=True)
     rows = []
-    for (config, mp, runtime), results in samples.items():
+    for (config, size, runtime), results in samples.items():
         ok = [s for s in results if 'error' in s] == []
-        row = dict(model=osp.basename(config), megapixels=mp, size='x'.join(map(str, SIZES[mp])), runtime=runtime)
+        h, w = map(int, size.split('x'))
+        row = dict(model=osp.basename(config.split('::')[-1]), megapixels=round(h * w / 2 ** 20, 2), size=size,
+                   runtime=runtime)
         if ok:
             row.update(latency_s=statistics.median(s['seconds'] for s in results),
                        peak_mb=max(s['peak_mb'] for s in results))
@@ -139,7 +146,7 @@ def plot(rows, path):
                         if r['model'] == model and r['runtime'] == runtime and 'latency_s' in r)
         if points:
             ax.plot(*zip(*points, strict=True), marker='o', label=f'{model.split("_")[0]} {runtime}')
-    ax.set_xlabel('megapixels')
+    ax.set_xlabel('megapixels (2^20 pixels)')
     ax.set_ylabel('latency, batch 1 (s)')
     ax.set_xscale('log', base=2)
     ax.set_yscale('log')
@@ -161,8 +168,9 @@ def main(argv=None):
         print(json.dumps(result))
         return 0
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('configs', nargs='+', help='mmseg configs (e.g. InLine-Swin-T and Swin-T UperNet)')
-    parser.add_argument('--megapixels', nargs='+', type=int, choices=sorted(SIZES), default=[1, 4, 16])
+    parser.add_argument('configs', nargs='+', help='mmseg/mmdet configs, or mmseg::/mmdet:: names (e.g. InLine-Swin-T '
+                                                   'and Swin-T UperNet)')
+    parser.add_argument('--sizes', nargs='+', default=SIZES, metavar='HxW', help='input sizes (default: 1, 4, 16 MP)')
     parser.add_argument('--runtimes', nargs='+', default=['eager', 'onnxruntime:fp32', 'openvino:fp32',
                                                           'openvino:bf16'])
     parser.add_argument('--rounds', type=int, default=3)
@@ -174,7 +182,7 @@ def main(argv=None):
     from .report import run_meta
 
     meta = run_meta(args, torch.device('cpu'))
-    rows = measure(args.configs, args.megapixels, args.runtimes, args.out_dir, args.rounds)
+    rows = measure(args.configs, args.sizes, args.runtimes, args.out_dir, args.rounds)
     print(write(rows, args.out_dir, meta))
     return 0
 

@@ -1,5 +1,5 @@
-"""Whole-model latency and peak memory of segmentors: eager PyTorch against the exported file in onnxruntime and
-OpenVINO, each runtime alone in its own process, interleaved rounds, medians.
+"""Whole-model latency and peak memory of segmentors and detectors: eager PyTorch against the exported file in
+onnxruntime and OpenVINO, each runtime alone in its own process, interleaved rounds, medians.
 
     python tools/analysis_tools/benchmark_deployed.py CONFIG [CONFIG ...] [--megapixels 1 4 16]
         [--runtimes eager onnxruntime:fp32 openvino:fp32 openvino:bf16] [--rounds 3]
