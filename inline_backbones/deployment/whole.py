@@ -13,6 +13,7 @@ import os
 import torch
 
 from ..export import OPSET
+from ..models.tokens.graph_mode import padding_at_any_size
 from .metadata import write_metadata
 
 TASK_MODULES = {'mmseg': 'segmentor', 'mmdet': 'detector'}
@@ -58,7 +59,7 @@ def export_whole(cfg, task, model, checkpoint_meta, out, min_side=32, max_side=4
     example = tasks.example_input()
     while True:
         try:
-            with torch.no_grad():
+            with torch.no_grad(), padding_at_any_size():
                 torch.onnx.export(module, example, out, dynamo=True, opset_version=OPSET,
                                   input_names=meta.get('input_names', ['image']), output_names=meta['outputs'],
                                   dynamic_shapes=tasks.dynamic_shapes(min_side, max_side), external_data=False)

@@ -12,7 +12,7 @@ from torch import nn
 from .mixers import build_mixer
 from .mixers.fused_linear import linear
 from .mixers.inline_gpu import layer_norm
-from .tokens.graph_mode import exporting, graph_leaf
+from .tokens.graph_mode import graph_leaf, needs_padding
 
 
 @graph_leaf   # a leaf of fx graphs (it branches on the device): a call_module node, as nn.LayerNorm
@@ -38,7 +38,7 @@ class PatchEmbed(nn.Module):
         """(B, C_in, H, W) -> tokens (B, H'W', C), (H', W')."""
         H, W = x.shape[2:]
         p = self.patch_size
-        if exporting() or H % p or W % p:     # export: pad by 0 or more (the file has no guard on the size)
+        if needs_padding(H, W, p):
             x = F.pad(x, (0, (-W) % p, 0, (-H) % p))
         x = self.proj(x)
         hw_shape = x.shape[2:]
@@ -61,7 +61,7 @@ class PatchMerging(nn.Module):
         B, _, C = x.shape
         H, W = tokens.hw_shape
         x = tokens.mask_outside(x).view(B, H, W, C)
-        if exporting() or H % 2 or W % 2:     # export: pad by 0 or 1 (the file has no guard on the size)
+        if needs_padding(H, W, 2):
             x = F.pad(x, (0, 0, 0, W % 2, 0, H % 2))
         Hp, Wp = x.shape[1:3]
         # The four neighbours in Swin's order (row offset fastest, then column offset) in one copy:

@@ -17,6 +17,8 @@ captures of three kinds see them differently:
 ``torch.jit.script`` is refused, on a model and on an fx graph of one (:func:`graph_leaf`): the layers branch on
 Python objects (the token map, the regions), which TorchScript cannot type.
 """
+import contextlib
+
 import torch
 from timm.layers import register_notrace_module
 
@@ -50,6 +52,30 @@ def exporting() -> bool:
     """True under ``torch.export`` and either ONNX exporter: the graph must serve every input size that
     ``dynamic_shapes`` allows (the TorchScript exporter: the traced size)."""
     return torch.compiler.is_exporting() or torch.onnx.is_in_onnx_export()
+
+
+_ANY_SIZE = [False]
+
+
+@contextlib.contextmanager
+def padding_at_any_size():
+    """Within it, under :func:`exporting`, patch embedding and merging pad by 0 or more without a branch on the
+    size, so that one exported graph serves heights and widths that are not multiples of their strides (the
+    whole-model export, ``inline_backbones.deployment.whole``). Off elsewhere: the branch's guard keeps the symbolic
+    shapes simple (padding always made ``torch.export`` of the dynamic-size backbone test run past 10 minutes)."""
+    _ANY_SIZE[0] = True
+    try:
+        yield
+    finally:
+        _ANY_SIZE[0] = False
+
+
+def needs_padding(H, W, multiple) -> bool:
+    """Whether an H x W map is padded up to multiples of ``multiple``: where either side is not one, and always
+    within :func:`padding_at_any_size` under :func:`exporting`."""
+    if _ANY_SIZE[0] and exporting():
+        return True
+    return bool(H % multiple or W % multiple)
 
 
 def regions_in_graph() -> bool:
