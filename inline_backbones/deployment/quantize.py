@@ -16,7 +16,6 @@ import onnx
 
 from inline_runtime.metadata import META_KEY
 
-
 # The layers computed in int8: the convolutions and matrix products, where the time goes. The rest (norms,
 # softmax, the scores, box decoding, NMS, resizing) stays in float: quantising every op's output rounds the final
 # scores to steps of 1/255.
