@@ -22,12 +22,12 @@ from ..tokens.masks import from_windows, to_windows
 from .fused_linear import linear
 
 
-def relative_position_index(window_size):
-    """(ws*ws, ws*ws) index into the (2ws-1)^2 bias table, Swin's ordering."""
-    coords = torch.stack(torch.meshgrid(torch.arange(window_size), torch.arange(window_size), indexing='ij'))
-    coords = coords.flatten(1)
-    rel = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0) + (window_size - 1)
-    return rel[..., 0] * (2 * window_size - 1) + rel[..., 1]
+def relative_position_index(window_size, device=None):
+    """(ws*ws, ws*ws) index into the (2ws-1)^2 bias table, Swin's ordering: window positions p = (i, j), q = (k, l)
+    read entry (i - k + ws - 1) * (2ws - 1) + (j - l + ws - 1)."""
+    r = torch.arange(window_size, device=device)
+    d = r[:, None] - r[None, :] + (window_size - 1)                             # (ws, ws): i - k + ws - 1
+    return (d[:, None, :, None] * (2 * window_size - 1) + d[None, :, None, :]).reshape(window_size ** 2, -1)
 
 
 def window_partition(x, window_size):
@@ -84,7 +84,6 @@ class WindowAttention(nn.Module):
         self.shift = shift
         self.relative_position_bias_table = nn.Parameter(
             torch.zeros((2 * window_size - 1) ** 2, num_heads))
-        self.register_buffer('relative_position_index', relative_position_index(window_size), persistent=False)
         self.qkv = nn.Linear(embed_dims, embed_dims * 3, bias=qkv_bias)
         self.attn_drop_rate = attn_drop_rate
         self.proj = nn.Linear(embed_dims, embed_dims)
@@ -119,8 +118,7 @@ class WindowAttention(nn.Module):
         # Windows folded into the batch: 4-D q, k, v (B*nW, h, L, d), which CPU SDPA runs with its fused
         # kernel (5-D takes the unfused path, 4-7x slower) and the ONNX exporter translates.
         q, k, v = qkv.view(B * nW, L, 3, h, C // h).permute(2, 0, 3, 1, 4).unbind(0)
-        bias = self.relative_position_bias_table[self.relative_position_index.view(-1)]
-        bias = bias.view(L, L, h).permute(2, 0, 1)                                 # (h, L, L)
+        bias = self._position_bias()                                               # (h, L, L)
         if mask is not None:                                                       # (B*nW, h, L, L)
             bias = (bias + mask.unsqueeze(1)).repeat(B, 1, 1, 1)
         else:                                                                      # (1, h, L, L)
@@ -140,14 +138,23 @@ class WindowAttention(nn.Module):
         L, h = windows.shape[1], self.num_heads
         qkv = linear(windows, self.qkv.weight, self.qkv.bias)                      # bias in the GEMM
         q, k, v = qkv.view(-1, L, 3, h, C // h).permute(2, 0, 3, 1, 4).unbind(0)   # (B*nW, h, L, d)
-        bias = self.relative_position_bias_table[self.relative_position_index.view(-1)]
-        bias = bias.view(L, L, h).permute(2, 0, 1)                                 # (h, L, L)
+        bias = self._position_bias()                                               # (h, L, L)
         if plan.mask is not None:
             outside = torch.finfo(q.dtype).min / 2
             bias = bias + (~plan.mask).transpose(1, 2).unsqueeze(1).float() * outside  # (B*nW, h, L, L)
         out = self._sdpa(q, k, v, bias)
         out = self.proj_drop(linear(out.transpose(1, 2).reshape(-1, L, C), self.proj.weight, self.proj.bias))
         return from_windows(out, plan, B)
+
+    def _position_bias(self):
+        """(h, L, L) relative position bias, the table read at :func:`relative_position_index`. The index is built
+        here on the table's device (a few small ops; constants under export and compile), not kept as a buffer:
+        a model built on the meta device and then given its state dict alone (transformers' ``from_pretrained``
+        of a DETR-family detector, which unwraps timm's model and never refills non-persistent buffers) stays
+        whole."""
+        table = self.relative_position_bias_table
+        L = self.window_size ** 2
+        return table[relative_position_index(self.window_size, table.device).view(-1)].view(L, L, -1).permute(2, 0, 1)
 
     def _sdpa(self, q, k, v, bias):
         """Softmax attention of the (windows, h, L, d) q, k, v with the additive ``bias``."""
