@@ -33,8 +33,8 @@ def load_released_backbone(model, source=None):
     if not backbones:
         names = ', '.join(sorted(timm.list_models(['inline_*', 'flatten_*'])))
         raise ModelArgumentError(
-            f'{type(model).__name__} holds no InLine backbone: build it with '
-            f"TimmBackboneConfig(backbone=NAME, out_indices=[...]) after `import inline_backbones`, NAME one of {names}")
+            f'{type(model).__name__} holds no InLine backbone: build it with TimmBackboneConfig(backbone=NAME, '
+            f'out_indices=[...]) after `import inline_backbones`, NAME one of {names}')
     loaded = {}
     for path, backbone in backbones.items():
         name = (getattr(backbone, 'pretrained_cfg', None) or {}).get('architecture')
