@@ -225,6 +225,23 @@ def test_a_file_of_another_family_is_refused_with_its_keys(tmp_path):
     assert all(torch.equal(v, the_backbone(model).state_dict()[k]) for k, v in before.items())
 
 
+def test_a_standalone_backbone_loads_through_transformers_own_call(tmp_path):
+    """``TimmBackbone.from_pretrained(NAME, pretrained_cfg_overlay=dict(file=...))``: transformers hands timm the
+    file, timm our loader (strict: another family's file is refused with its keys)."""
+    from transformers import TimmBackbone
+
+    file = released_format_file('inline_swin_tiny', tmp_path / 'swin.pth')
+    backbone = TimmBackbone.from_pretrained('inline_swin_tiny', out_indices=[0, 1, 2, 3],
+                                            pretrained_cfg_overlay=dict(file=file))
+    assert backbone.channels == [96, 192, 384, 768]
+    released = torch.load(file, weights_only=True)['model']
+    assert torch.equal(the_backbone(backbone).state_dict()['layers.1.blocks.1.mlp.fc2.weight'],
+                       released['layers.1.blocks.1.mlp.fc2.weight'])
+    with pytest.raises(CheckpointMismatchError, match=r'unexpected in checkpoint .*pos_embed1'):
+        TimmBackbone.from_pretrained('inline_swin_tiny', out_indices=[0, 1, 2, 3], pretrained_cfg_overlay=dict(
+            file=released_format_file('inline_pvt_tiny', tmp_path / 'pvt.pth')))
+
+
 def test_a_model_without_an_inline_backbone_is_refused():
     with pytest.raises(ModelArgumentError, match=r"holds no InLine backbone.*TimmBackboneConfig.*inline_swin_tiny"):
         load_released_backbone(torch.nn.Linear(2, 2))
