@@ -10,7 +10,7 @@ VENV_ABS := $(abspath $(VENV))
 PY := $(VENV_ABS)/bin/python
 PYTEST_ARGS ?=
 # mutation: mutmut's worker processes (one per core by default) and optional mutant name globs,
-# e.g. MUTANTS='inline_backbones.checkpoint*' to run one file.
+# e.g. MUTANTS='inline_backbones.checkpoints.loading*' to run one file.
 MUTATION_JOBS ?= $(shell nproc)
 MUTANTS ?=
 

@@ -19,20 +19,25 @@ if importlib.util.find_spec('mmengine') is None:
         "onedl-*); `make setup` (STACK=official|onedl) builds mmcv's ops too. See docs/installation.md.",
         name='mmengine')
 
-from . import config_scopes
-from .checkpoint import CheckpointMismatchError, allow_mmengine_checkpoints, load_pretrained, route_mmengine_local_loads
-from .models import (
-                     InLineAttention,
-                     InLineCSwinClassifier,
-                     InLineCSwinTransformer,
-                     InLineDeiTClassifier,
-                     InLinePVT,
-                     InLinePVTClassifier,
-                     InLineSwinClassifier,
-                     InLineSwinTransformer,
-                     WindowAttention,
-                     parse_attn_layout,
+from .checkpoints.loading import (
+    CheckpointMismatchError,
+    allow_mmengine_checkpoints,
+    load_pretrained,
+    route_mmengine_local_loads,
 )
+from .models import (
+    InLineAttention,
+    InLineCSwinClassifier,
+    InLineCSwinTransformer,
+    InLineDeiTClassifier,
+    InLinePVT,
+    InLinePVTClassifier,
+    InLineSwinClassifier,
+    InLineSwinTransformer,
+    WindowAttention,
+    parse_attn_layout,
+)
+from .openmmlab import config_scopes
 from .registry import MODELS
 
 allow_mmengine_checkpoints()

@@ -36,18 +36,18 @@ import warnings
 
 from inline_runtime.backends import RuntimeInputError
 
-from .archive import CheckpointTruncatedError
-from .checkpoint import (
+from .checkpoints.archive import CheckpointTruncatedError
+from .checkpoints.loading import (
     CheckpointDownloadError,
     CheckpointLoadError,
     CheckpointMismatchError,
     CheckpointUnreachableError,
 )
-from .class_check import ClassMismatchError
+from .data.tool_inputs import ToolInputError
 from .models.errors import ModelArgumentError
-from .openmmlab_line import MixedLinesError
-from .tool_inputs import ToolInputError
-from .upstream_recipe import RecipeError
+from .openmmlab.class_check import ClassMismatchError
+from .openmmlab.line import MixedLinesError
+from .openmmlab.upstream_recipe import RecipeError
 
 # (message regex, category) of the warnings filtered out, each about upstream code and nothing a user gives:
 # setuptools' deprecation of pkg_resources, which mmengine imports to find installed packages (an mmdet:: or mmseg::

@@ -9,7 +9,7 @@ mmseg::
     model = dict(backbone=dict(type='inline_backbones.InLineSwinTransformer', arch='tiny'))
 
 ``HOOKS`` is the same for mmengine's ``HOOKS``: ``custom_hooks = [dict(type='inline_backbones.ClassCheckHook')]``
-(:mod:`inline_backbones.class_check`, imported by the registry when a config names it).
+(:mod:`inline_backbones.openmmlab.class_check`, imported by the registry when a config names it).
 """
 from mmengine.registry import HOOKS as MMENGINE_HOOKS
 from mmengine.registry import MODELS as MMENGINE_MODELS
@@ -18,4 +18,4 @@ from mmengine.registry import Registry
 MODELS = Registry(
     'model', parent=MMENGINE_MODELS, scope='inline_backbones', locations=['inline_backbones.models'])
 HOOKS = Registry(
-    'hook', parent=MMENGINE_HOOKS, scope='inline_backbones', locations=['inline_backbones.class_check'])
+    'hook', parent=MMENGINE_HOOKS, scope='inline_backbones', locations=['inline_backbones.openmmlab.class_check'])

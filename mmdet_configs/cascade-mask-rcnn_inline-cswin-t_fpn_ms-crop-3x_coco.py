@@ -4,7 +4,7 @@
 # InLine-Swin config of the same size and schedule.
 _base_ = './cascade-mask-rcnn_inline-swin-t_fpn_ms-crop-3x_coco.py'
 
-# The authors' released ImageNet-1k InLine-CSwin-T checkpoint (inline_backbones/released.py)
+# The authors' released ImageNet-1k InLine-CSwin-T checkpoint (inline_backbones/checkpoints/released.py)
 pretrained = 'https://cloud.tsinghua.edu.cn/f/49fa2ecc543647c4b970/?dl=1'
 
 model = dict(

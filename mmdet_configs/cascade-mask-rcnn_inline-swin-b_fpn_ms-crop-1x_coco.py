@@ -1,7 +1,7 @@
 # Cascade Mask R-CNN + FPN with InLine-Swin-B: the InLine-Swin-T recipe (1x schedule) with the base backbone.
 _base_ = './cascade-mask-rcnn_inline-swin-t_fpn_ms-crop-1x_coco.py'
 
-# The authors' released ImageNet-1k InLine-Swin-B checkpoint (inline_backbones/released.py)
+# The authors' released ImageNet-1k InLine-Swin-B checkpoint (inline_backbones/checkpoints/released.py)
 pretrained = 'https://cloud.tsinghua.edu.cn/f/bf23564bb64c420aafe1/?dl=1'
 
 model = dict(

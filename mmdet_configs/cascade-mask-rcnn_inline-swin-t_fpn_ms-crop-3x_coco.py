@@ -4,10 +4,10 @@
 # convs + 1 fc with SyncBN, GIoU loss on decoded boxes). Model and data come from mmdet's Cascade Mask R-CNN config.
 _base_ = 'mmdet::cascade_rcnn/cascade-mask-rcnn_r50_fpn_1x_coco.py'
 
-custom_imports = dict(imports=['inline_backbones', 'inline_backbones.det_preprocessor'],
+custom_imports = dict(imports=['inline_backbones', 'inline_backbones.openmmlab.det_preprocessor'],
                       allow_failed_imports=False)
 
-# The authors' released ImageNet-1k InLine-Swin-T checkpoint (inline_backbones/released.py), downloaded once
+# The authors' released ImageNet-1k InLine-Swin-T checkpoint (inline_backbones/checkpoints/released.py), downloaded once
 # into torch's hub cache; a local copy: --cfg-options model.backbone.init_cfg.checkpoint=/path/to/file.pth
 pretrained = 'https://cloud.tsinghua.edu.cn/f/32810869fcc34410966b/?dl=1'
 

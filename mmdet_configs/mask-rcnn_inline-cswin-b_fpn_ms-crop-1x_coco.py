@@ -2,7 +2,7 @@
 # (drop path of the InLine-Swin-B config of the same kind and schedule).
 _base_ = './mask-rcnn_inline-cswin-t_fpn_ms-crop-1x_coco.py'
 
-# The authors' released ImageNet-1k InLine-CSwin-B checkpoint (inline_backbones/released.py)
+# The authors' released ImageNet-1k InLine-CSwin-B checkpoint (inline_backbones/checkpoints/released.py)
 pretrained = 'https://cloud.tsinghua.edu.cn/f/91e17121df284ae38521/?dl=1'
 
 model = dict(

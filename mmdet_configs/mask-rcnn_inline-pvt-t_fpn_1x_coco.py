@@ -7,7 +7,7 @@ _base_ = 'mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py'
 
 custom_imports = dict(imports=['inline_backbones'], allow_failed_imports=False)
 
-# The authors' released ImageNet-1k InLine-PVT-T checkpoint (inline_backbones/released.py), downloaded once
+# The authors' released ImageNet-1k InLine-PVT-T checkpoint (inline_backbones/checkpoints/released.py), downloaded once
 # into torch's hub cache; a local copy: --cfg-options model.backbone.init_cfg.checkpoint=/path/to/file.pth
 pretrained = 'https://cloud.tsinghua.edu.cn/f/90ac52b1555b401eb5e6/?dl=1'
 

@@ -4,7 +4,7 @@
 # data_root, metainfo and num_classes, and set backbone init_cfg / load_from (docs/finetune.md#3-the-config).
 _base_ = 'mmdet::mask_rcnn/mask-rcnn_r50_fpn_1x_coco.py'
 
-custom_imports = dict(imports=['inline_backbones', 'inline_backbones.det_preprocessor'],
+custom_imports = dict(imports=['inline_backbones', 'inline_backbones.openmmlab.det_preprocessor'],
                       allow_failed_imports=False)
 
 classes = ('disc', 'box', 'triangle', 'hexagon')

@@ -3,10 +3,10 @@
 # local residual generator), 8 GPUs x 2 images. Inherits mmdet's own Swin-T recipe and replaces only the backbone.
 _base_ = 'mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_ms-crop-3x_coco.py'
 
-custom_imports = dict(imports=['inline_backbones', 'inline_backbones.det_preprocessor'],
+custom_imports = dict(imports=['inline_backbones', 'inline_backbones.openmmlab.det_preprocessor'],
                       allow_failed_imports=False)
 
-# The authors' released ImageNet-1k InLine-Swin-T checkpoint (inline_backbones/released.py), downloaded once
+# The authors' released ImageNet-1k InLine-Swin-T checkpoint (inline_backbones/checkpoints/released.py), downloaded once
 # into torch's hub cache; a local copy: --cfg-options model.backbone.init_cfg.checkpoint=/path/to/file.pth
 pretrained = 'https://cloud.tsinghua.edu.cn/f/32810869fcc34410966b/?dl=1'
 

@@ -3,7 +3,7 @@
 # fp32 as every config of this toolkit; mmdet's PVT-L config trains with AmpOptimWrapper, which --amp gives.
 _base_ = './retinanet_inline-pvt-t_fpn_1x_coco.py'
 
-# The authors' released ImageNet-1k InLine-PVT-L checkpoint (inline_backbones/released.py).
+# The authors' released ImageNet-1k InLine-PVT-L checkpoint (inline_backbones/checkpoints/released.py).
 pretrained = 'https://cloud.tsinghua.edu.cn/f/efd91318ba964f01b288/?dl=1'
 
 model = dict(backbone=dict(arch='large', init_cfg=dict(type='Pretrained', checkpoint=pretrained)))

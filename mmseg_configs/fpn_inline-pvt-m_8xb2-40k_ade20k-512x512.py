@@ -2,7 +2,7 @@
 # (40k iterations, 8 GPUs x 2 images, AdamW lr 2e-4, wd 1e-4, poly 0.9 to 0, drop path 0.1).
 _base_ = './fpn_inline-pvt-t_8xb2-40k_ade20k-512x512.py'
 
-# The authors' released ImageNet-1k InLine-PVT-M checkpoint (inline_backbones/released.py).
+# The authors' released ImageNet-1k InLine-PVT-M checkpoint (inline_backbones/checkpoints/released.py).
 pretrained = 'https://cloud.tsinghua.edu.cn/f/a72aec31e6084bc0a280/?dl=1'
 
 model = dict(backbone=dict(arch='medium', init_cfg=dict(type='Pretrained', checkpoint=pretrained)))

@@ -2,7 +2,7 @@
 # CSWin-B's drop path (0.6, microsoft/CSWin-Transformer segmentation/configs/cswin/upernet_cswin_base.py).
 _base_ = './inline-cswin-tiny-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py'
 
-# The authors' released ImageNet-1k InLine-CSwin-B checkpoint (inline_backbones/released.py)
+# The authors' released ImageNet-1k InLine-CSwin-B checkpoint (inline_backbones/checkpoints/released.py)
 pretrained = 'https://cloud.tsinghua.edu.cn/f/91e17121df284ae38521/?dl=1'
 
 model = dict(

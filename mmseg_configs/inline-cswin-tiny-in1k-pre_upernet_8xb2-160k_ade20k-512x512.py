@@ -4,7 +4,7 @@
 # path; the backbone written whole.
 _base_ = './inline-swin-tiny-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py'
 
-# The authors' released ImageNet-1k InLine-CSwin-T checkpoint (inline_backbones/released.py)
+# The authors' released ImageNet-1k InLine-CSwin-T checkpoint (inline_backbones/checkpoints/released.py)
 pretrained = 'https://cloud.tsinghua.edu.cn/f/49fa2ecc543647c4b970/?dl=1'
 
 model = dict(

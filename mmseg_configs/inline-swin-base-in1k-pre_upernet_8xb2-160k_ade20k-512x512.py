@@ -1,7 +1,7 @@
 # UperNet with InLine-Swin-B: the InLine-Swin-T recipe (160k iterations, 512x512 ADE20K crops) with the base backbone.
 _base_ = './inline-swin-tiny-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py'
 
-# The authors' released ImageNet-1k InLine-Swin-B checkpoint (inline_backbones/released.py)
+# The authors' released ImageNet-1k InLine-Swin-B checkpoint (inline_backbones/checkpoints/released.py)
 pretrained = 'https://cloud.tsinghua.edu.cn/f/bf23564bb64c420aafe1/?dl=1'
 
 model = dict(

@@ -11,11 +11,11 @@ data_root = 'data/shapes/'
 crop_size = (256, 256)
 max_iters = 600
 norm_cfg = dict(type='BN', requires_grad=True)  # single-process CPU training: no SyncBN
-custom_imports = dict(imports=['inline_backbones', 'inline_backbones.seg_preprocessor', 'inline_backbones.seg_losses'],
-                      allow_failed_imports=False)
+custom_imports = dict(imports=['inline_backbones', 'inline_backbones.openmmlab.seg_preprocessor',
+                               'inline_backbones.openmmlab.seg_losses'], allow_failed_imports=False)
 # Background at half weight: most pixels are background, and unweighted, one seed in three never learned the
 # triangle (docs/demo.md). mmseg 1.2's CrossEntropyLoss fails on ignored (padded) pixels when class_weight is
-# set, hence the package's ClassWeightedCrossEntropyLoss (inline_backbones/seg_losses.py).
+# set, hence the package's ClassWeightedCrossEntropyLoss (inline_backbones/openmmlab/seg_losses.py).
 loss = dict(type='inline_backbones.ClassWeightedCrossEntropyLoss', use_sigmoid=False,
             class_weight=[0.5] + [1.0] * (num_classes - 1))
 

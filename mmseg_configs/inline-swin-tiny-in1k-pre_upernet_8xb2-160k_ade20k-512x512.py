@@ -5,10 +5,10 @@
 _base_ = ['./_base_/openmmlab_scopes.py',
           'mmseg::swin/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py']
 
-custom_imports = dict(imports=['inline_backbones', 'inline_backbones.seg_preprocessor'],
+custom_imports = dict(imports=['inline_backbones', 'inline_backbones.openmmlab.seg_preprocessor'],
                       allow_failed_imports=False)
 
-# The authors' released ImageNet-1k InLine-Swin-T checkpoint (inline_backbones/released.py), downloaded once
+# The authors' released ImageNet-1k InLine-Swin-T checkpoint (inline_backbones/checkpoints/released.py), downloaded once
 # into torch's hub cache; a local copy: --cfg-options model.backbone.init_cfg.checkpoint=/path/to/file.pth
 pretrained = 'https://cloud.tsinghua.edu.cn/f/32810869fcc34410966b/?dl=1'
 

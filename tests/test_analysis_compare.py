@@ -24,9 +24,9 @@ from inline_backbones.analysis.focused import flatten_head_qkv, flatten_local_ou
 from inline_backbones.analysis.rank import conv_matrix, dense_matrix, numerical_rank, rank_statistics, singular_values
 from inline_backbones.analysis.rows import inline_rows, linear_rows
 from inline_backbones.analysis.softmax_rows import softmax_rows
+from inline_backbones.data.shapes import render_image
 from inline_backbones.models.mixers.flatten_attention import FocusedLinearAttention
 from inline_backbones.models.tokens.token_map import TokenMap
-from inline_backbones.shapes_dataset import render_image
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 HW = (5, 6)

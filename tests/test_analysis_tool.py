@@ -14,7 +14,7 @@ import torch
 
 from inline_backbones import InLineSwinTransformer
 from inline_backbones.analysis.inputs import build_backbone, config_resize, object_points
-from inline_backbones.shapes_dataset import render_image
+from inline_backbones.data.shapes import render_image
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 SEG_CONFIG = osp.join(ROOT, 'mmseg_configs', 'inline-swin-mini_upernet_shapes-256x256.py')

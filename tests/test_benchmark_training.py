@@ -17,7 +17,7 @@ import pytest
 import torch
 from tool_modules import load_tool
 
-from inline_backbones.openmmlab_line import check_one_line
+from inline_backbones.openmmlab.line import check_one_line
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 TOOL = osp.join(ROOT, 'tools', 'analysis_tools', 'benchmark_training.py')
@@ -67,7 +67,7 @@ def test_padding_aware_on_brings_the_region_preprocessor_and_plain_backbones_ref
     cfg = _prepared(PVT_RETINA, ['--padding-aware', 'on'], tmp_path)
     assert cfg.model.backbone.padding_aware is True
     assert cfg.model.data_preprocessor.type == 'inline_backbones.RegionDetDataPreprocessor'
-    assert 'inline_backbones.det_preprocessor' in cfg.custom_imports['imports']
+    assert 'inline_backbones.openmmlab.det_preprocessor' in cfg.custom_imports['imports']
     assert _prepared(PVT_RETINA, [], tmp_path).model.data_preprocessor.type == 'DetDataPreprocessor'
     with pytest.raises(SystemExit, match='not an InLine backbone'):
         _prepared('mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_ms-crop-3x_coco.py', ['--padding-aware', 'on'], tmp_path)

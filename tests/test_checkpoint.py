@@ -13,7 +13,7 @@ from mmengine.logging import HistoryBuffer
 from torch import nn
 
 from inline_backbones import MODELS, CheckpointMismatchError, InLineSwinTransformer, load_pretrained
-from inline_backbones.checkpoint import allow_mmengine_checkpoints, load_checkpoint_file
+from inline_backbones.checkpoints.loading import allow_mmengine_checkpoints, load_checkpoint_file
 
 SMALL_ARCH = dict(embed_dims=32, depths=[2, 2, 2, 2], num_heads=[1, 2, 4, 8])
 
@@ -246,7 +246,7 @@ def test_truncation_is_found_wherever_the_file_stops(tmp_path, where):
     """Cut inside an entry's data or its data descriptor (the entry is named), inside an entry's header, between the
     last entry and the directory, or inside the end record: each is cut off; the whole file, a non-zip file and a
     whole file whose end record carries a comment are not."""
-    from inline_backbones.archive import truncation_problem
+    from inline_backbones.checkpoints.archive import truncation_problem
 
     path = tmp_path / 'whole.pth'
     torch.save({'w': torch.randn(64, 64), 'b': torch.randn(64)}, path)
@@ -435,7 +435,7 @@ def test_mmengine_local_loads_give_the_packages_errors(tmp_path, monkeypatch):
 
     from mmengine.runner import CheckpointLoader, load_checkpoint
 
-    from inline_backbones.checkpoint import route_mmengine_local_loads
+    from inline_backbones.checkpoints.loading import route_mmengine_local_loads
 
     route_mmengine_local_loads()   # (done at import; again here, so that the routing itself is what runs)
     model = nn.Linear(2, 1)

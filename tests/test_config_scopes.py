@@ -1,5 +1,5 @@
-"""``mmseg::`` / ``mmdet::`` config names on both OpenMMLab lines (:mod:`inline_backbones.config_scopes`): the fork's
-mmengine looks ``mmseg::`` up as the distribution ``mmsegmentation``, which the fork calls
+"""``mmseg::`` / ``mmdet::`` config names on both OpenMMLab lines (:mod:`inline_backbones.openmmlab.config_scopes`):
+the fork's mmengine looks ``mmseg::`` up as the distribution ``mmsegmentation``, which the fork calls
 ``onedl-mmsegmentation``. Simulated here on whichever line is installed by pointing mmengine's table at a missing
 distribution, as the fork's table points at one."""
 import ast
@@ -10,7 +10,7 @@ from mmengine.config import Config
 from mmengine.config.utils import MODULE2PACKAGE
 
 from inline_backbones import config_scopes
-from inline_backbones.openmmlab_line import LINES, check_one_line
+from inline_backbones.openmmlab.line import LINES, check_one_line
 
 ROOT = Path(__file__).resolve().parents[1]
 SCOPES_BASE = './_base_/openmmlab_scopes.py'
@@ -73,8 +73,8 @@ def test_every_config_inheriting_an_mmseg_name_reads_the_scopes_base_first():
 def test_a_recipe_child_of_an_mmseg_recipe_reads_the_scopes_base_first(monkeypatch, tmp_path):
     """tools/misc/inline_recipe.py's child of an ``mmseg::`` recipe also loads where the table names a missing
     distribution; a child of an ``mmdet::`` recipe names its recipe alone."""
-    from inline_backbones.upstream_recipe import SCOPES_BASE as absolute_base
-    from inline_backbones.upstream_recipe import plan, write
+    from inline_backbones.openmmlab.upstream_recipe import SCOPES_BASE as absolute_base
+    from inline_backbones.openmmlab.upstream_recipe import plan, write
 
     assert Path(absolute_base) == ROOT / 'mmseg_configs' / SCOPES_BASE
     seg = write(plan('mmseg::swin/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py'),

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import torch
 
+from inline_backbones.data.tool_inputs import ToolInputError
 from inline_backbones.deployment import detector
 from inline_backbones.deployment.whole import check_whole, export_whole, load_task_model
-from inline_backbones.tool_inputs import ToolInputError
 from inline_runtime import load, read_metadata
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))

@@ -264,7 +264,7 @@ def test_a_file_that_disagrees_is_deleted(mini, tmp_path):
 def test_pipeline_steps_the_helper_cannot_reproduce_are_refused():
     from mmengine.config import Config
 
-    from inline_backbones.tool_inputs import ToolInputError
+    from inline_backbones.data.tool_inputs import ToolInputError
 
     cfg = Config(dict(test_pipeline=[dict(type='LoadImageFromFile'), dict(type='RandomFlip', prob=1.0)]))
     with pytest.raises(ToolInputError, match='RandomFlip step is not reproduced'):

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from inline_backbones.openmmlab_line import mim_codebase
-from inline_backbones.shapes_dataset import generate_shapes_dataset
+from inline_backbones.data.shapes import generate_shapes_dataset
+from inline_backbones.openmmlab.line import mim_codebase
 
 pytestmark = pytest.mark.slow
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))

@@ -32,9 +32,9 @@ from inline_backbones import (
     InLineSwinClassifier,
     InLineSwinTransformer,
 )
+from inline_backbones.checkpoints.released import PAPER_FIGURES, RELEASED_CHECKPOINTS, arch_checkpoints
 from inline_backbones.models.classifier import _model_function, checkpoint_filter_fn, pretrained_cfg
 from inline_backbones.models.stages import to_nchw, to_nhwc
-from inline_backbones.released import PAPER_FIGURES, RELEASED_CHECKPOINTS, arch_checkpoints
 
 
 @dataclass(frozen=True)

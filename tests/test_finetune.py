@@ -17,9 +17,9 @@ import sys
 import pytest
 from mmengine.config import Config
 
-from inline_backbones.openmmlab_line import mim_codebase
-from inline_backbones.released import SWIN_ARCH_CHECKPOINTS
-from inline_backbones.shapes_dataset import generate_shapes_dataset
+from inline_backbones.checkpoints.released import SWIN_ARCH_CHECKPOINTS
+from inline_backbones.data.shapes import generate_shapes_dataset
+from inline_backbones.openmmlab.line import mim_codebase
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 FINETUNE_TOOL = osp.join(ROOT, 'tools', 'misc', 'finetune_config.py')
@@ -220,7 +220,7 @@ def test_a_head_that_disagrees_with_the_dataset_stops_before_training(tmp_path):
     class the annotation file does not have."""
     from mmengine.config import Config
 
-    from inline_backbones.class_check import ClassMismatchError
+    from inline_backbones.openmmlab.class_check import ClassMismatchError
 
     root = tmp_path / 'my_data'
     generate_shapes_dataset(str(root), num_train=2, num_val=1, seed=2)
@@ -273,7 +273,7 @@ def test_a_child_that_sets_only_classes_is_refused_naming_every_list_and_the_fix
     misses, and the finetune_config.py command for this folder."""
     from mmengine.config import Config
 
-    from inline_backbones.class_check import ClassMismatchError
+    from inline_backbones.openmmlab.class_check import ClassMismatchError
 
     root = tmp_path / 'my_data'
     generate_shapes_dataset(str(root), num_train=2, num_val=1, seed=4)
@@ -312,7 +312,7 @@ def test_an_annotation_file_with_more_categories_is_refused_unless_a_subset_is_a
     """The fine-tuning config's 4 classes over a json with 3 more categories: mmdet would train on the 4 and drop the
     rest without a word; ClassCheckHook refuses naming the extra categories, and with allow_subset=True trains,
     with the categories left out in the log."""
-    from inline_backbones.class_check import ClassMismatchError
+    from inline_backbones.openmmlab.class_check import ClassMismatchError
 
     root = tmp_path / 'more'
     generate_shapes_dataset(str(root), num_train=2, num_val=1, seed=5)
@@ -348,7 +348,7 @@ def test_classes_in_another_order_than_the_file_are_refused_as_mmdet_numbers_lab
     labels. The hook refuses it; tools/misc/finetune_config.py writes the json's order, which passes."""
     from mmdet.datasets import CocoDataset
 
-    from inline_backbones.class_check import ClassMismatchError, check_classes
+    from inline_backbones.openmmlab.class_check import ClassMismatchError, check_classes
 
     root = tmp_path / 'reordered'
     generate_shapes_dataset(str(root), num_train=2, num_val=1, seed=6)
@@ -377,15 +377,15 @@ def test_classes_in_another_order_than_the_file_are_refused_as_mmdet_numbers_lab
 
 def test_a_class_string_without_its_comma_is_refused():
     """`classes = ('disc')` is a string, which would be read as 4 one-letter classes."""
-    from inline_backbones.class_check import ClassMismatchError, check_classes
+    from inline_backbones.openmmlab.class_check import ClassMismatchError, check_classes
 
     with pytest.raises(ClassMismatchError, match=r"is the string 'disc', not a tuple of names: a tuple of one class "
                                                  r"is written \('disc',\)"):
         check_classes('disc', [], {})
 
 
-# Semantic segmentation: tools/misc/finetune_config.py --task seg (inline_backbones/finetune_seg.py), docs/finetune.md
-# section 9.
+# Semantic segmentation: tools/misc/finetune_config.py --task seg (inline_backbones/openmmlab/finetune_seg.py),
+# docs/finetune.md section 9.
 SEG_DOC_CONFIG = 'configs/finetune_my_seg_data.py'
 SHAPES_CLASSES = ('background', 'disc', 'box', 'triangle', 'hexagon')
 # The written UperNet InLine-Swin-T shrunk to train on a CPU in a second: a child of the written config.
@@ -512,7 +512,7 @@ def test_segmentation_options_are_refused_for_detection_and_the_other_way(tmp_pa
     one-line errors."""
     from tool_modules import load_tool
 
-    from inline_backbones.tool_inputs import ToolInputError
+    from inline_backbones.data.tool_inputs import ToolInputError
 
     main = load_tool('tools/misc/finetune_config.py').main
     coco = tmp_path / 'coco'
@@ -548,8 +548,8 @@ def test_segmentation_folder_errors_are_one_line_and_name_the_fix(tmp_path):
     import cv2
     import numpy as np
 
-    from inline_backbones.finetune_seg import read_folder
-    from inline_backbones.tool_inputs import ToolInputError
+    from inline_backbones.data.tool_inputs import ToolInputError
+    from inline_backbones.openmmlab.finetune_seg import read_folder
 
     def refused(root, pattern, **options):
         with pytest.raises(ToolInputError, match=pattern) as err:

@@ -14,10 +14,10 @@ from padding_cases import det_batch, randomized, region_differences
 from released_fixtures import assert_stage_tokens_equal, stage_tokens
 
 from inline_backbones import InLineSwinClassifier, InLineSwinTransformer
+from inline_backbones.checkpoints.released import FLATTEN_SWIN_ARCH_CHECKPOINTS, RELEASED_CHECKPOINTS
 from inline_backbones.models.families.swin_checkpoint import RELEASED_BUFFERS, checkpoint_filter_fn
 from inline_backbones.models.mixers import FocusedLinearAttention
 from inline_backbones.models.tokens.token_map import TokenMap
-from inline_backbones.released import FLATTEN_SWIN_ARCH_CHECKPOINTS, RELEASED_CHECKPOINTS
 
 ARCHS = ('tiny', 'small', 'base')
 # The FLatten paper's table (ImageNet-1k, 224 px): parameters of FLatten-Swin-T/S/B.

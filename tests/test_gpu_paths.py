@@ -81,7 +81,7 @@ def test_reduced_precision_gpu_path(name, dtype, bound):
 
 @pytest.mark.parametrize('dtype', [None, torch.bfloat16])
 def test_cuda_graph_replay_equals_eager(dtype):
-    from inline_backbones.serving import CUDAGraphBackbone
+    from inline_backbones.deployment.cuda_graph import CUDAGraphBackbone
 
     torch.manual_seed(0)
     model = InLineSwinTransformer('tiny', inline_window_size=28).cuda().eval()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from inline_backbones.openmmlab_line import check_one_line
+from inline_backbones.openmmlab.line import check_one_line
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECK = ROOT / 'tools' / 'device' / 'gpu_training_check.sh'

@@ -13,7 +13,7 @@ from mutmut_compat import compile_on_unwrapped_code, fx_on_unwrapped_code
 from padding_cases import small_backbone
 from timm.layers import get_notrace_functions, get_notrace_modules
 
-from inline_backbones.export import size_dims
+from inline_backbones.deployment.onnx_export import size_dims
 
 TINY_TIMM = dict(depths=(1, 1, 2, 1), embed_dims=32, num_heads=(1, 2, 4, 8))
 

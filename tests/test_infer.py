@@ -13,9 +13,9 @@ import pytest
 import torch
 from tool_modules import load_tool
 
+from inline_backbones.data.shapes import CLASSES, PALETTE, render_image
 from inline_backbones.models.backbone import Backbone
-from inline_backbones.shapes_dataset import CLASSES, PALETTE, render_image
-from inline_backbones.task_tools import build_task_model as build
+from inline_backbones.openmmlab.task_tools import build_task_model as build
 
 infer = load_tool('tools/infer.py')
 

@@ -17,13 +17,13 @@ from timm.models import adapt_input_conv
 
 from inline_backbones import CheckpointMismatchError, InLineDeiTClassifier
 from inline_backbones.analysis import flop_analyzer
-from inline_backbones.checkpoint import load_checkpoint_file
+from inline_backbones.checkpoints.loading import load_checkpoint_file
+from inline_backbones.checkpoints.released import PAPER_FIGURES, arch_checkpoints
 from inline_backbones.models.classifier import checkpoint_filter_fn
 from inline_backbones.models.families.deit_checkpoint import from_released
 from inline_backbones.models.mixers import build_mixer
 from inline_backbones.models.mixers.inline_reference import inline_attention_reference
 from inline_backbones.models.tokens.token_map import TokenMap
-from inline_backbones.released import PAPER_FIGURES, arch_checkpoints
 
 ARCHS = ('tiny', 'small', 'base')
 SIZES = {'tiny': 224, 'small': 288, 'base': 448}
@@ -189,7 +189,7 @@ def test_defaults_new_head_and_weight_decay():
 def test_new_head_keeps_the_trunk(caplog):
     (x, _), = df.logit_cases(224)
     full = released(224)
-    with caplog.at_level(logging.INFO, logger='inline_backbones.checkpoint'):
+    with caplog.at_level(logging.INFO, logger='inline_backbones.checkpoints.loading'):
         model = released(224, num_classes=7)
     assert 'checkpoint head has 1000 classes, the model 7: the head is not loaded' in caplog.messages
     with torch.no_grad():

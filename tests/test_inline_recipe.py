@@ -10,10 +10,18 @@ import torch
 from helpers import PVT_SIZES, SWIN_SIZES, build_detector, build_segmentor, recipe_id, upstream_recipe_files
 from tool_modules import load_tool
 
+from inline_backbones.checkpoints.released import PVT_ARCH_CHECKPOINTS, SWIN_ARCH_CHECKPOINTS
 from inline_backbones.cli import run_tool
 from inline_backbones.models.upstream_args import PVT_ARGS, SWIN_ARGS, Fixed
-from inline_backbones.released import PVT_ARCH_CHECKPOINTS, SWIN_ARCH_CHECKPOINTS
-from inline_backbones.upstream_recipe import RecipeError, base_name, check_written, default_out, plan, render, write
+from inline_backbones.openmmlab.upstream_recipe import (
+    RecipeError,
+    base_name,
+    check_written,
+    default_out,
+    plan,
+    render,
+    write,
+)
 
 mmdet = pytest.importorskip('mmdet')
 mmseg = pytest.importorskip('mmseg')
@@ -155,7 +163,7 @@ def _check_optimizer(path, recipe, child, swap):
     residual (no Swin counterpart) gets its block's attention's lr and no weight decay. Every translated key is said."""
     from inline_backbones.models import InLineSwinTransformer
     from inline_backbones.models.families.swin_checkpoint import from_mmdet_swin
-    from inline_backbones.upstream_recipe import upstream_backbone
+    from inline_backbones.openmmlab.upstream_recipe import upstream_backbone
 
     upstream = dict(recipe.model.backbone)
     theirs_module = upstream_backbone(recipe.default_scope, _plain(upstream), path)
@@ -212,7 +220,8 @@ MASK_RCNN_T = """\
 #     do for norms and bias tables
 _base_ = 'mmdet::swin/mask-rcnn_swin-t-p4-w7_fpn_1x_coco.py'
 
-custom_imports = dict(imports=['inline_backbones', 'inline_backbones.det_preprocessor'], allow_failed_imports=False)
+custom_imports = dict(imports=['inline_backbones', 'inline_backbones.openmmlab.det_preprocessor'],
+                      allow_failed_imports=False)
 
 model = dict(
     data_preprocessor=dict(type='inline_backbones.RegionDetDataPreprocessor'),
@@ -423,7 +432,7 @@ def test_training_step_from_child_config(recipe, small, samples, tmp_path):
 def _swin_t_pair():
     """mmdet's Swin-T (the recipe's backbone, via the tool's builder) and InLine-Swin-T on the meta device."""
     from inline_backbones.models import InLineSwinTransformer
-    from inline_backbones.upstream_recipe import upstream_backbone
+    from inline_backbones.openmmlab.upstream_recipe import upstream_backbone
 
     with torch.device('meta'):
         inline = InLineSwinTransformer(arch='tiny', init_cfg=None)
@@ -434,7 +443,7 @@ def test_a_per_stage_rate_gives_the_residual_per_block_keys():
     """A recipe key for one stage (``backbone.stages.2``, lr_mult 0.5) is translated and outranks a bare
     ``attn.residual`` key there (mmengine takes the longest key), so the residual gets one key per block, each at its
     block's rate; every parameter then gets what the recipe gives its counterpart. One translated key: no count."""
-    from inline_backbones.recipe_optimizer import translate_keys, treatments
+    from inline_backbones.openmmlab.recipe_optimizer import translate_keys, treatments
 
     upstream, inline = _swin_t_pair()
     recipe = dict(custom_keys={'backbone.stages.2': dict(lr_mult=0.5), 'norm': dict(decay_mult=0.)})
@@ -455,8 +464,8 @@ def test_keys_of_a_family_whose_names_are_not_converted_are_listed():
     """InLine-PVT's names are not converted from mmdet's PVT: a key naming a part of it cannot be translated and is
     listed; keys by substring keep their meaning, and the residual still gets its key."""
     from inline_backbones.models import InLinePVT
-    from inline_backbones.recipe_optimizer import translate_keys
-    from inline_backbones.upstream_recipe import upstream_backbone
+    from inline_backbones.openmmlab.recipe_optimizer import translate_keys
+    from inline_backbones.openmmlab.upstream_recipe import upstream_backbone
 
     upstream = upstream_backbone('mmdet', dict(type='PyramidVisionTransformer', num_layers=[1, 1, 1, 1]), 'PVT')
     with torch.device('meta'):

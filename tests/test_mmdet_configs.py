@@ -12,7 +12,7 @@ from mmdet.testing import demo_mm_inputs  # noqa: E402
 from mmengine.config import Config  # noqa: E402
 from mmengine.hub import get_config  # noqa: E402
 
-from inline_backbones.released import RELEASED_CHECKPOINTS  # noqa: E402
+from inline_backbones.checkpoints.released import RELEASED_CHECKPOINTS  # noqa: E402
 
 pytestmark = pytest.mark.slow
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
@@ -62,7 +62,7 @@ def test_config_trains_and_infers_one_step(config):
         assert cfg.model.backbone.type == 'inline_backbones.InLinePVT'
         assert cfg.model.backbone.init_cfg.checkpoint in RELEASED_CHECKPOINTS.values()
     else:
-        assert cfg.custom_imports['imports'] == ['inline_backbones', 'inline_backbones.det_preprocessor']
+        assert cfg.custom_imports['imports'] == ['inline_backbones', 'inline_backbones.openmmlab.det_preprocessor']
         assert cfg.model.backbone.padding_aware
         assert cfg.model.data_preprocessor.type.endswith('RegionDetDataPreprocessor')
         family = 'CSwin' if 'inline-cswin' in config else 'Swin'

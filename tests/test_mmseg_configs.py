@@ -41,7 +41,7 @@ def test_config_trains_and_infers_one_step(config):
     if pvt:
         assert cfg.model.backbone.type == 'inline_backbones.InLinePVT'
     else:
-        assert cfg.custom_imports['imports'][:2] == ['inline_backbones', 'inline_backbones.seg_preprocessor']
+        assert cfg.custom_imports['imports'][:2] == ['inline_backbones', 'inline_backbones.openmmlab.seg_preprocessor']
         assert cfg.model.backbone.padding_aware
         assert cfg.model.data_preprocessor.type.endswith('RegionSegDataPreProcessor')
         family = 'CSwin' if 'inline-cswin' in config else 'Swin'

@@ -16,7 +16,7 @@ from padding_cases import randomized, small_backbone
 from tool_modules import load_tool
 
 from inline_backbones import InLineCSwinTransformer, InLineDeiTClassifier, InLinePVT, InLineSwinTransformer
-from inline_backbones.export import (
+from inline_backbones.deployment.onnx_export import (
     ExtractFeat,
     export_onnx,
     flat_outputs,

@@ -1,4 +1,4 @@
-"""The two OpenMMLab lines: which one this environment holds (:mod:`inline_backbones.openmmlab_line`), that a
+"""The two OpenMMLab lines: which one this environment holds (:mod:`inline_backbones.openmmlab.line`), that a
 mixed environment is named as such, and that the set-up's pins, the package's extras and the line table agree."""
 import re
 import sys

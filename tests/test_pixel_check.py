@@ -9,9 +9,9 @@ from mmdet.structures import DetDataSample  # noqa: E402
 from mmengine.logging import MMLogger  # noqa: E402
 from mmseg.structures import SegDataSample  # noqa: E402
 
-from inline_backbones.det_preprocessor import RegionDetDataPreprocessor  # noqa: E402
-from inline_backbones.pixel_check import RAW_PIXEL_LIMIT, raw_pixel_message  # noqa: E402
-from inline_backbones.seg_preprocessor import RegionSegDataPreProcessor  # noqa: E402
+from inline_backbones.openmmlab.det_preprocessor import RegionDetDataPreprocessor  # noqa: E402
+from inline_backbones.openmmlab.pixel_check import RAW_PIXEL_LIMIT, raw_pixel_message  # noqa: E402
+from inline_backbones.openmmlab.seg_preprocessor import RegionSegDataPreProcessor  # noqa: E402
 
 MEAN, STD = [123.675, 116.28, 103.53], [58.395, 57.12, 57.375]
 

@@ -41,7 +41,7 @@ import pytest
 import torch
 from mmengine.config import Config
 
-from inline_backbones.released import (
+from inline_backbones.checkpoints.released import (
     CSWIN_ARCH_CHECKPOINTS,
     PVT_ARCH_CHECKPOINTS,
     RELEASED_CHECKPOINTS,
@@ -84,7 +84,7 @@ CSWIN_IDS = {'tiny': '49fa2ecc543647c4b970', 'small': '59f4e65f776f4052b93c', 'b
 
 ARCHS = {'t': 'tiny', 's': 'small', 'm': 'medium', 'l': 'large'}
 # The authors' README (LeapLabTHU/InLine): the Tsinghua cloud share of each released InLine-PVT checkpoint,
-# written out here so that a wrong id in inline_backbones/released.py fails.
+# written out here so that a wrong id in inline_backbones/checkpoints/released.py fails.
 RELEASED_IDS = {'tiny': '90ac52b1555b401eb5e6', 'small': '1ab953b2479d433080a3',
                 'medium': 'a72aec31e6084bc0a280', 'large': 'efd91318ba964f01b288'}
 IMPORTS = dict(imports=['inline_backbones'], allow_failed_imports=False)
@@ -317,7 +317,7 @@ def test_segmentation_recipe(name):
 ])
 def test_cpu_processes_get_bn_for_every_syncbn(folder, name, paths):
     """tools/train.py's CPU multi-process path: the --cfg-options it adds leave no SyncBN in the model."""
-    from inline_backbones.task_tools import syncbn_to_bn_options
+    from inline_backbones.openmmlab.task_tools import syncbn_to_bn_options
 
     cfg = load(folder, name)
     options = syncbn_to_bn_options(cfg.model)

@@ -22,9 +22,9 @@ from mmseg.registry import MODELS as SEG_MODELS  # noqa: E402
 from mmseg.structures import SegDataSample  # noqa: E402
 from mmseg.utils import register_all_modules  # noqa: E402
 
-import inline_backbones.det_preprocessor  # noqa: E402,F401  (registers RegionDetDataPreprocessor)
-import inline_backbones.seg_preprocessor  # noqa: E402,F401  (registers RegionSegDataPreProcessor)
-from inline_backbones.det_preprocessor import RegionDetDataPreprocessor  # noqa: E402
+import inline_backbones.openmmlab.det_preprocessor  # noqa: E402,F401  (registers RegionDetDataPreprocessor)
+import inline_backbones.openmmlab.seg_preprocessor  # noqa: E402,F401  (registers RegionSegDataPreProcessor)
+from inline_backbones.openmmlab.det_preprocessor import RegionDetDataPreprocessor  # noqa: E402
 
 MEAN, STD = [128., 128., 128.], [64., 64., 64.]
 ARCH = dict(embed_dims=16, depths=[2, 2, 2, 2], num_heads=[1, 1, 2, 2], attn_type='IIIS')
@@ -201,7 +201,7 @@ def test_both_preprocessors_default_to_test_mode():
     from mmengine.structures import PixelData
     from mmseg.structures import SegDataSample
 
-    from inline_backbones.seg_preprocessor import RegionSegDataPreProcessor
+    from inline_backbones.openmmlab.seg_preprocessor import RegionSegDataPreProcessor
 
     image = torch.randint(0, 256, (3, 50, 70), dtype=torch.uint8)
     sample = SegDataSample(gt_sem_seg=PixelData(data=torch.zeros(1, 50, 70, dtype=torch.uint8)),

@@ -16,7 +16,7 @@ from timm.models import adapt_input_conv
 
 from inline_backbones import CheckpointMismatchError, InLinePVTClassifier, InLineSwinClassifier
 from inline_backbones.analysis import flop_analyzer
-from inline_backbones.checkpoint import load_checkpoint_file
+from inline_backbones.checkpoints.loading import load_checkpoint_file
 
 FIXTURES = {'swin': rf, 'pvt': pf}
 CLASSIFIERS = {'swin': InLineSwinClassifier, 'pvt': InLinePVTClassifier}
@@ -94,7 +94,7 @@ def test_new_head_keeps_the_trunk(family, caplog):
     layout = fixtures.LAYOUTS[0]
     x, _ = fixtures.logit_cases(layout)[0]
     full = fixtures.released_classifier(layout)
-    with caplog.at_level(logging.INFO, logger='inline_backbones.checkpoint'):
+    with caplog.at_level(logging.INFO, logger='inline_backbones.checkpoints.loading'):
         model = fixtures.released_classifier(layout, num_classes=7)
     assert 'checkpoint head has 1000 classes, the model 7: the head is not loaded' in caplog.messages
     assert model.get_classifier().weight.shape == (7, full.num_features)

@@ -39,7 +39,7 @@ def test_no_shift_at_the_7x7_last_stage_at_224():
     with a shift mask anyway moves the tokens off the authors' outputs, so the fixture pins the rule."""
     import torch
 
-    from inline_backbones.checkpoint import load_checkpoint_file
+    from inline_backbones.checkpoints.loading import load_checkpoint_file
     from inline_backbones.models.tokens.token_map import TokenMap
 
     expected = rf.expected('IIIS')

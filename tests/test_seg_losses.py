@@ -8,8 +8,8 @@ import torch.nn.functional as F
 pytest.importorskip('mmseg')
 from mmseg.models.losses import CrossEntropyLoss  # noqa: E402
 
-from inline_backbones.openmmlab_line import check_one_line  # noqa: E402
-from inline_backbones.seg_losses import ClassWeightedCrossEntropyLoss  # noqa: E402
+from inline_backbones.openmmlab.line import check_one_line  # noqa: E402
+from inline_backbones.openmmlab.seg_losses import ClassWeightedCrossEntropyLoss  # noqa: E402
 
 WEIGHTS = [0.5, 1.0, 2.0, 1.5]
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from inline_backbones.shapes_dataset import generate_shapes_dataset
+from inline_backbones.data.shapes import generate_shapes_dataset
 
 pytestmark = pytest.mark.slow
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))

@@ -1,12 +1,12 @@
-"""CUDAGraphBackbone (inline_backbones/serving.py): what it refuses, with what message. Its replay is checked
-against the eager model on a GPU in tests/test_gpu_paths.py."""
+"""CUDAGraphBackbone (inline_backbones/deployment/cuda_graph.py): what it refuses, with what message. Its replay is
+checked against the eager model on a GPU in tests/test_gpu_paths.py."""
 import re
 
 import pytest
 import torch
 
 from inline_backbones import InLineSwinTransformer
-from inline_backbones.serving import CUDAGraphBackbone
+from inline_backbones.deployment.cuda_graph import CUDAGraphBackbone
 
 
 def test_refusals_name_the_problem_and_the_fix():

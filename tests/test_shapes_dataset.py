@@ -7,7 +7,7 @@ import cv2
 import numpy as np
 from pycocotools.coco import COCO
 
-from inline_backbones.shapes_dataset import CLASSES, generate_shapes_dataset
+from inline_backbones.data.shapes import CLASSES, generate_shapes_dataset
 
 
 def _files(root):

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from inline_backbones import CheckpointMismatchError, InLineSwinClassifier, InLineSwinTransformer, load_pretrained
-from inline_backbones.checkpoint import FilteredStateDict, filter_state_dict, load_checkpoint_file
+from inline_backbones.checkpoints.loading import FilteredStateDict, filter_state_dict, load_checkpoint_file
 from inline_backbones.models.families.swin_checkpoint import RELEASED_BUFFERS, checkpoint_filter_fn, detect_format
 
 SMALL = dict(embed_dims=32, depths=[2, 2, 2, 2], num_heads=[1, 2, 4, 8])

@@ -17,8 +17,8 @@ import torch
 from tool_modules import load_tool
 
 from inline_backbones.cli import run_tool, user_message
+from inline_backbones.data.tool_inputs import ToolInputError
 from inline_backbones.models.errors import ModelArgumentError
-from inline_backbones.tool_inputs import ToolInputError
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 DET_CSWIN = osp.join(ROOT, 'mmdet_configs', 'mask-rcnn_inline-cswin-t_fpn_ms-crop-1x_coco.py')
@@ -75,7 +75,7 @@ def test_a_download_without_network_ends_in_one_line(tmp_path, monkeypatch):
     def offline(url, dest):
         raise urllib.error.URLError(OSError(101, 'Network is unreachable'))
 
-    monkeypatch.setattr('inline_backbones.checkpoint._fetch', offline)
+    monkeypatch.setattr('inline_backbones.checkpoints.loading._fetch', offline)
     monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch'))
     url = 'https://example.invalid/inline_swin_t.pth'
     line = _exit_line('analysis_tools/analyze_attention', [_image(tmp_path), '--arch', 'tiny', '--checkpoint', url,
@@ -220,6 +220,6 @@ def test_as_a_user_runs_it_a_mistake_is_one_line_and_debug_shows_the_traceback(t
     out = subprocess.run(tool + [DET_CSWIN, str(tmp_path / 'empty.pth'), image, '--debug'], capture_output=True,
                          text=True, timeout=300, env=env)
     assert out.returncode == 1 and out.stderr.startswith('Traceback (most recent call last):\n'), out.stderr
-    assert out.stderr.endswith(f"inline_backbones.tool_inputs.ToolInputError: checkpoint '{tmp_path}/empty.pth' is "
-                               'cut off: the file is empty (0 bytes). The download or copy stopped part-way: fetch '
-                               'the file again\n'), out.stderr
+    assert out.stderr.endswith("inline_backbones.data.tool_inputs.ToolInputError: checkpoint "
+                               f"'{tmp_path}/empty.pth' is cut off: the file is empty (0 bytes). "
+                               'The download or copy stopped part-way: fetch the file again\n'), out.stderr

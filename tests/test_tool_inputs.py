@@ -1,4 +1,4 @@
-"""What the tools check before they build a model (inline_backbones/tool_inputs.py): paths with a suggestion for a
+"""What the tools check before they build a model (inline_backbones/data/tool_inputs.py): paths with a suggestion for a
 typo, checkpoints cut off or empty, images by content, a folder's other files skipped; one line and status 1 on exit
 (inline_backbones/cli.py)."""
 import os
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from inline_backbones.cli import exit_on_user_error
-from inline_backbones.tool_inputs import ToolInputError, check_checkpoint, check_config, image_inputs, read_config
+from inline_backbones.data.tool_inputs import ToolInputError, check_checkpoint, check_config, image_inputs, read_config
 
 
 def _image(path, shape=(8, 10, 3)):

@@ -11,7 +11,7 @@ import torch
 from tool_modules import load_tool
 
 from inline_backbones.analysis import flop_analyzer
-from inline_backbones.task_tools import build_task_model
+from inline_backbones.openmmlab.task_tools import build_task_model
 
 pytestmark = pytest.mark.slow
 

@@ -37,10 +37,10 @@ from transformers import (  # noqa: E402
 )
 
 from inline_backbones import InLineCSwinTransformer, InLinePVT, InLineSwinTransformer  # noqa: E402
-from inline_backbones.checkpoint import CheckpointMismatchError  # noqa: E402
+from inline_backbones.checkpoints.loading import CheckpointMismatchError  # noqa: E402
+from inline_backbones.checkpoints.released import arch_checkpoints  # noqa: E402
 from inline_backbones.hf import inline_backbones_in, load_released_backbone, weights  # noqa: E402
 from inline_backbones.models.errors import ModelArgumentError  # noqa: E402
-from inline_backbones.released import arch_checkpoints  # noqa: E402
 
 # timm name -> (our mmdet/mmseg backbone, its arch, the fixture folder with the released tiny file's keys and shapes)
 FAMILIES = {

@@ -9,8 +9,8 @@ import torch
 from helpers import PVT_SIZES, SWIN_SIZES, recipe_id, upstream_recipe_files
 
 from inline_backbones import InLinePVT, InLineSwinTransformer
+from inline_backbones.checkpoints.released import PVT_ARCH_CHECKPOINTS, SWIN_ARCH_CHECKPOINTS
 from inline_backbones.models.upstream_args import PVT_ARGS, SWIN_ARGS, Arch, Fixed, Honoured, is_upstream_checkpoint
-from inline_backbones.released import PVT_ARCH_CHECKPOINTS, SWIN_ARCH_CHECKPOINTS
 
 mmdet = pytest.importorskip('mmdet')
 mmseg = pytest.importorskip('mmseg')

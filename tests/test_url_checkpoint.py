@@ -16,7 +16,12 @@ import pytest
 import torch
 
 from inline_backbones import InLineSwinTransformer
-from inline_backbones.checkpoint import CheckpointDownloadError, cache_path, download_checkpoint, load_checkpoint_file
+from inline_backbones.checkpoints.loading import (
+    CheckpointDownloadError,
+    cache_path,
+    download_checkpoint,
+    load_checkpoint_file,
+)
 
 SMALL_ARCH = dict(embed_dims=32, depths=[2, 2, 2, 2], num_heads=[1, 2, 4, 8])
 MAX_REQUESTS = 8      # per server: every test makes fewer
@@ -295,7 +300,7 @@ def test_a_timeout_is_a_stall_and_a_reset_says_what_happened():
     itself: both are a stall. Other network errors are shown as they are."""
     import urllib.error
 
-    from inline_backbones.checkpoint import DOWNLOAD_TIMEOUT, _download_error
+    from inline_backbones.checkpoints.loading import DOWNLOAD_TIMEOUT, _download_error
 
     for err in (urllib.error.URLError(TimeoutError('timed out')), TimeoutError('timed out')):
         message = str(_download_error('http://host/f', err, '/cache/f.pth', 'HINT'))

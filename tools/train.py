@@ -5,7 +5,7 @@ Same options as ``mim train mmdet|mmseg CONFIG``; for several GPUs or processes 
 (docs/training.md#commands-mim-torchrun-slurm-batch-size-and-learning-rate).
 """
 from inline_backbones.cli import run_tool
-from inline_backbones.task_tools import run_task_tool
+from inline_backbones.openmmlab.task_tools import run_task_tool
 
 
 def main(argv=None):

@@ -263,7 +263,7 @@ def task_config(task, name):
 
 def build_task_model(task, name):
     """The whole ``task`` model of ``name`` from its config (:data:`TASK_CONFIGS`), as a :class:`TaskForward`."""
-    from ..task_tools import build_task_model as build
+    from ..openmmlab.task_tools import build_task_model as build
 
     config = task_config(task, name)
     if '::' in config:           # mmdet's or mmseg's own config: Config.fromfile does not resolve the scope

@@ -46,10 +46,10 @@ Options: --padding-aware: a batch of images of different sizes (from the full si
 and each of this package's models beside its padding-aware twin (NAME-pa, given each image's size). --train: one
 forward + backward (loss: the sum of the outputs' means) per call. --compile: torch.compile(model, dynamic=True)
 (the warm-up includes compilation). --cuda-graphs: each model captured once and replayed
-(inline_backbones.serving.CUDAGraphBackbone; inference, plain mode). --profile TOP: the TOP kernels (CPU ops on a
-CPU) of one call, per model. --task mask-rcnn|upernet: whole models from the configs. --window-sizes 7 14 28 56:
-the paper's Fig. 3, timm:swin-t-w{{w}} against inline-swin-t-w{{w}} for each w (at 224x224 unless --sizes), with
-window_sizes.png and a table beside the paper's GPU speed-ups.
+(inline_backbones.deployment.cuda_graph.CUDAGraphBackbone; inference, plain mode). --profile TOP: the TOP kernels
+(CPU ops on a CPU) of one call, per model. --task mask-rcnn|upernet: whole models from the configs.
+--window-sizes 7 14 28 56: the paper's Fig. 3, timm:swin-t-w{{w}} against inline-swin-t-w{{w}} for each w (at
+224x224 unless --sizes), with window_sizes.png and a table beside the paper's GPU speed-ups.
 
 Writes results.json, results.csv, results.md (the printed Markdown) and latency_memory.png to --out-dir.
 --from-json reads results.json files of this tool and of the two it replaced (tools/benchmark_highres.py,

@@ -65,7 +65,7 @@ class Run:
         self.fn = torch.compile(self.model, dynamic=True) if args.compile else self.model
         self.graph = None
         if args.cuda_graphs:
-            from ..serving import CUDAGraphBackbone
+            from ..deployment.cuda_graph import CUDAGraphBackbone
 
             example = torch.zeros(len(shapes), 3, *size, device=device, dtype=self.input_dtype)
             with self._path():

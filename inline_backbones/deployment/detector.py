@@ -36,7 +36,7 @@ import torch
 import torchvision
 from torch import nn
 
-from ..tool_inputs import ToolInputError
+from ..data.tool_inputs import ToolInputError
 from .metadata import dataset_meta, input_meta, resize_meta
 
 DIVISOR = 32   # mmdet's DetDataPreprocessor pad_size_divisor in every config here

@@ -6,7 +6,7 @@ import onnx
 
 from inline_runtime.metadata import FORMAT, META_KEY
 
-from ..tool_inputs import ToolInputError
+from ..data.tool_inputs import ToolInputError
 
 # Test-pipeline steps the runtime helper reproduces (or that only load annotations / pack the sample).
 PIPELINE_STEPS = {'LoadImageFromFile': None, 'Resize': 'resize', 'LoadAnnotations': None,

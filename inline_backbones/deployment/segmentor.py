@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..tool_inputs import ToolInputError
+from ..data.tool_inputs import ToolInputError
 from .metadata import dataset_meta, input_meta, resize_meta
 from .rewrites import rewrite_for_export
 

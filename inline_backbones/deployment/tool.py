@@ -27,7 +27,7 @@ from mmengine.config import DictAction
 from inline_runtime.backends import PRECISIONS, RUNTIMES
 
 from ..cli import progress
-from ..tool_inputs import ToolInputError, check_checkpoint, check_config, image_inputs
+from ..data.tool_inputs import ToolInputError, check_checkpoint, check_config, image_inputs
 from .whole import WholeExportMismatch, check_whole, export_whole, load_task_model
 
 TOOL = 'export_onnx'

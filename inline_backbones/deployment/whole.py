@@ -12,9 +12,9 @@ import os
 
 import torch
 
-from ..export import OPSET
 from ..models.tokens.graph_mode import padding_at_any_size
 from .metadata import write_metadata
+from .onnx_export import OPSET
 
 TASK_MODULES = {'mmseg': 'segmentor', 'mmdet': 'detector'}
 
@@ -32,8 +32,8 @@ def load_task_model(config, checkpoint=None, cfg_options=None):
     (strictly; the backbone's pretrained ``init_cfg`` is not loaded), as mmdet/mmseg's inference builds it."""
     from mmengine.runner import load_checkpoint
 
-    from ..task_tools import build_task_model
-    from ..tool_inputs import read_config
+    from ..data.tool_inputs import read_config
+    from ..openmmlab.task_tools import build_task_model
 
     cfg = read_config(config)
     if cfg_options:

@@ -1,7 +1,7 @@
 """The released ImageNet-1k weights into the InLine backbones of a transformers model."""
 import timm
 
-from ..checkpoint import load_pretrained
+from ..checkpoints.loading import load_pretrained
 from ..models.classifier import Classifier
 from ..models.errors import ModelArgumentError
 
@@ -17,11 +17,11 @@ def load_released_backbone(model, source=None):
     """Load released ImageNet-1k weights into every InLine backbone of ``model``; returns ``{module path: source}``.
 
     For each backbone the full classifier of its timm name (and input channels) is built and loaded by the package's
-    loader (:func:`~inline_backbones.checkpoint.load_pretrained`: a ``weights_only`` read, the family's key filter,
-    strict: a file that does not fit raises :class:`~inline_backbones.checkpoint.CheckpointMismatchError` listing
-    the keys), then every parameter and buffer of the backbone is copied from it, strictly: the backbone holds a
-    subset of the classifier's keys, without what timm's ``features_only`` pruned (the head, the final norm, stages
-    after the last one returned).
+    loader (:func:`~inline_backbones.checkpoints.loading.load_pretrained`: a ``weights_only`` read, the family's key
+    filter, strict: a file that does not fit raises
+    :class:`~inline_backbones.checkpoints.loading.CheckpointMismatchError` listing the keys), then every parameter and
+    buffer of the backbone is copied from it, strictly: the backbone holds a subset of the classifier's keys, without
+    what timm's ``features_only`` pruned (the head, the final norm, stages after the last one returned).
 
     Args:
         model (torch.nn.Module): A transformers model (or any module) holding InLine backbones.

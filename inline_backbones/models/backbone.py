@@ -4,7 +4,7 @@ from mmengine.model import BaseModule
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
-from ..checkpoint import load_pretrained
+from ..checkpoints.loading import load_pretrained
 from .errors import ModelArgumentError
 from .stages import to_nchw
 from .trunk import Trunk
@@ -26,7 +26,7 @@ class Backbone(Trunk, BaseModule):
             statistics, so this only matters for BatchNorm layers a subclass adds).
         init_cfg (dict, optional): ``dict(type='Pretrained', checkpoint=PATH[, prefix='backbone.'][, sha256=...])``
             loads a released ImageNet checkpoint, or a detector's / segmentor's with ``prefix``, strictly through
-            the family's ``checkpoint_filter`` (:func:`inline_backbones.checkpoint.load_pretrained`); None: a
+            the family's ``checkpoint_filter`` (:func:`inline_backbones.checkpoints.loading.load_pretrained`); None: a
             truncated-normal init (:meth:`~.trunk.Trunk.init_trunk_weights`).
         **options: The family's options (``family.options``); an unknown one is a
             :class:`~.errors.ModelArgumentError` listing them.

@@ -22,8 +22,8 @@ from timm.models import build_model_with_cfg, generate_default_cfgs, register_mo
 from timm.models._features import feature_take_indices
 from torch import nn
 
-from ..checkpoint import download_checkpoint, extract_state_dict, filter_state_dict, load_pretrained
-from ..released import PAPER_FIGURES, arch_checkpoints
+from ..checkpoints.loading import download_checkpoint, extract_state_dict, filter_state_dict, load_pretrained
+from ..checkpoints.released import PAPER_FIGURES, arch_checkpoints
 from .errors import ModelArgumentError
 from .stages import to_nhwc
 from .trunk import ARCH_REQUIRED, Trunk, adapt_first_conv, first_conv_weights, init_linear
@@ -190,7 +190,7 @@ class Classifier(Trunk):
 def checkpoint_filter_fn(state_dict, model):
     """timm's ``pretrained_filter_fn``: unwrap ``{'model': ...}`` / ``{'state_dict': ...}`` and ``module.``,
     apply the model's family filter, check strictly
-    (:class:`~inline_backbones.checkpoint.CheckpointMismatchError`) with the first conv adapted to the model's
+    (:class:`~inline_backbones.checkpoints.loading.CheckpointMismatchError`) with the first conv adapted to the model's
     input channels (:func:`~.trunk.adapt_first_conv`), and return that conv as the file has it: timm's
     ``load_pretrained`` adapts its pretrained cfg's ``first_conv`` itself after this filter (by the same
     ``adapt_input_conv``), so adapting it here too would adapt it twice."""
@@ -231,7 +231,7 @@ def create_classifier(cls, variant, pretrained=False, pretrained_cfg_overlay=Non
     weight source, unless the overlay sets it explicitly).
 
     ``pretrained=True`` with a ``url`` (the released link by default) downloads it as the mmengine route does
-    (:func:`~inline_backbones.checkpoint.download_checkpoint`: torch's hub cache, a file named by the link's
+    (:func:`~inline_backbones.checkpoints.loading.download_checkpoint`: torch's hub cache, a file named by the link's
     hash, kept only if it loads safely as a checkpoint, a timeout, errors that say what to do) and hands timm the
     local file. ``kwargs``: the classifier's (``arch``: the preset of ``variant``), timm's (``features_only``...)."""
     from timm.models._builder import resolve_pretrained_cfg
@@ -253,9 +253,9 @@ def create_classifier(cls, variant, pretrained=False, pretrained_cfg_overlay=Non
 
 def register_classifiers(cls, prefix, module, preset_prefix='', cfg=None, arch_cfgs=None):
     """timm's registration of a family's released models (those named ``{prefix}{arch}`` in
-    :mod:`inline_backbones.released`): ``default_cfgs`` (:func:`pretrained_cfg` of each one's link, with the entries
-    ``cfg`` overrides, then those ``arch_cfgs[arch]`` overrides for that model alone, e.g. its input size) and one
-    model function ``{prefix}{arch}(pretrained=False, **kwargs)`` each, of the preset
+    :mod:`inline_backbones.checkpoints.released`): ``default_cfgs`` (:func:`pretrained_cfg` of each one's link, with
+    the entries ``cfg`` overrides, then those ``arch_cfgs[arch]`` overrides for that model alone, e.g. its input size)
+    and one model function ``{prefix}{arch}(pretrained=False, **kwargs)`` each, of the preset
     ``{preset_prefix}{arch}``, its docstring the paper's figures, set in ``module`` (the registering module's
     ``globals()``) and registered with timm."""
     checkpoints = arch_checkpoints(prefix)

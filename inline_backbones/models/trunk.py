@@ -177,7 +177,7 @@ class Trunk(nn.Module):
 
     @property
     def checkpoint_filter(self):
-        """The key filter of :func:`~inline_backbones.checkpoint.load_pretrained`: the family's, then
+        """The key filter of :func:`~inline_backbones.checkpoints.loading.load_pretrained`: the family's, then
         :func:`adapt_first_conv` (a file of 3 input channels into a model of ``in_channels`` others)."""
         return filter_checkpoint
 
@@ -261,7 +261,7 @@ def adapt_first_conv(state_dict, model):
     logger (a Runner's log), by a timm classifier into this module's ``logging`` logger, as timm logs its own. A
     weight timm cannot adapt (a file of other than 3 channels into another count) is
     left as it is, for the strict check to name. Modifies and returns ``state_dict`` (a filter's result, e.g. a
-    :class:`~inline_backbones.checkpoint.FilteredStateDict`, keeps its type).
+    :class:`~inline_backbones.checkpoints.loading.FilteredStateDict`, keeps its type).
     """
     own = model.state_dict()
     logger = MMLogger.get_current_instance() if hasattr(model, 'init_cfg') else _logger

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
-from ..released import PVT_ARCH_CHECKPOINTS, SWIN_ARCH_CHECKPOINTS
+from ..checkpoints.released import PVT_ARCH_CHECKPOINTS, SWIN_ARCH_CHECKPOINTS
 from .errors import ModelArgumentError
 from .families.swin_checkpoint import mmdet_swin_name
 

@@ -70,17 +70,17 @@ import time
 import numpy as np
 
 from inline_backbones.cli import progress, run_tool
-from inline_backbones.task_tools import syncbn_to_bn_options, task_of
-from inline_backbones.tool_inputs import read_config
+from inline_backbones.data.tool_inputs import read_config
+from inline_backbones.openmmlab.task_tools import syncbn_to_bn_options, task_of
 
 ROOT = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 COCO_SIZES = ((480, 640), (640, 480), (427, 640))     # (height, width): COCO train2017's common sizes
 ADE_SIZES = ((512, 683), (683, 512))                  # ADE20K training images' common sizes
 REGION_PREPROCESSORS = {'mmdet': ('DetDataPreprocessor', 'inline_backbones.RegionDetDataPreprocessor',
-                                  'inline_backbones.det_preprocessor'),
+                                  'inline_backbones.openmmlab.det_preprocessor'),
                         'mmseg': ('SegDataPreProcessor', 'inline_backbones.RegionSegDataPreProcessor',
-                                  'inline_backbones.seg_preprocessor')}
+                                  'inline_backbones.openmmlab.seg_preprocessor')}
 SCALED_KEYS = ('scale', 'scales', 'crop_size', 'size', 'min_size')
 
 
@@ -125,7 +125,7 @@ def log_interval(iters):
 def load_config(name, work_dir):
     """The Config of a file, or of ``mmdet::``/``mmseg::`` NAME through a config that inherits it (mmengine's
     ``Config.fromfile`` does not resolve a scope given as the file itself); a config that is missing or does not load
-    is a :class:`~inline_backbones.tool_inputs.ToolInputError`."""
+    is a :class:`~inline_backbones.data.tool_inputs.ToolInputError`."""
     if '::' in name:
         shim = osp.join(work_dir, 'upstream_' + osp.basename(name.split('::', 1)[1]))
         with open(shim, 'w') as f:
@@ -415,7 +415,7 @@ def _versions():
         out['mmcv_ops'] = 'cpu' if cuda_ops in ('not available', None) else f'cuda {cuda_ops}'
     except (ImportError, OSError):
         out['mmcv_ops'] = 'none'
-    from inline_backbones.openmmlab_line import check_one_line
+    from inline_backbones.openmmlab.line import check_one_line
     out['openmmlab_line'] = check_one_line()
     return out
 

@@ -16,7 +16,7 @@ import torch
 
 from inline_backbones.analysis import flop_analyzer
 from inline_backbones.cli import run_tool
-from inline_backbones.task_tools import build_task_model
+from inline_backbones.openmmlab.task_tools import build_task_model
 
 DEFAULT_SHAPE = {'mmdet': (800, 1280), 'mmseg': (512, 2048)}
 

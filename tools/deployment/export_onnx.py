@@ -15,7 +15,7 @@ without ``--checkpoint``.
 
 ``--exporter dynamo`` (torch's default exporter) or ``torchscript`` (fixed size only); ``--dynamic``
 (dynamo only) makes H and W symbolic multiples of 32 within the range, and the file is checked at both
-``--shape`` and the range's largest size. Exporter and opset: see ``inline_backbones/export.py`` and
+``--shape`` and the range's largest size. Exporter and opset: see ``inline_backbones/deployment/onnx_export.py`` and
 ``docs/deployment.md``. Prints, per size, the largest relative error over the outputs
 (``max |onnxruntime - eager| / max |eager|``), then the median latency at ``--shape`` of onnxruntime and
 eager PyTorch (fp32, batch 1): ``--repeats`` rounds of one onnxruntime run then one eager forward, after one
@@ -33,7 +33,8 @@ import torch
 from mmengine.config import DictAction
 
 from inline_backbones.cli import exit_on_user_error, run_tool
-from inline_backbones.export import (
+from inline_backbones.data.tool_inputs import check_checkpoint, check_config, read_config
+from inline_backbones.deployment.onnx_export import (
     EXPORTERS,
     OPSET,
     ExtractFeat,
@@ -44,7 +45,6 @@ from inline_backbones.export import (
     run_onnx,
     session_spins,
 )
-from inline_backbones.tool_inputs import check_checkpoint, check_config, read_config
 
 
 def build_model(name, checkpoint=None, cfg_options=None, backbone_only=False, shape=None, dynamic=False):
@@ -56,7 +56,7 @@ def build_model(name, checkpoint=None, cfg_options=None, backbone_only=False, sh
         from mmengine.registry import init_default_scope
         from mmengine.runner import load_checkpoint
 
-        from inline_backbones.task_tools import task_of
+        from inline_backbones.openmmlab.task_tools import task_of
 
         cfg = read_config(name)
         if cfg_options:

@@ -21,8 +21,8 @@ every place that depends on them is written out literally: the dataset ``metainf
 the child's are known.) When no annotation of the training json has a segmentation (``--boxes-only auto``),
 the mask branch is removed: Faster R-CNN with the InLine-Swin-T FPN, evaluated on boxes. The config inherits
 ``mmdet_configs/mask-rcnn_inline-swin-t_fpn_finetune-custom-coco.py`` (schedule, backbone, released ImageNet
-weights) and carries its ``inline_backbones.ClassCheckHook`` (:mod:`inline_backbones.class_check`), which stops
-training and testing before the first iteration if the config's ``classes``, the datasets' classes, the heads'
+weights) and carries its ``inline_backbones.ClassCheckHook`` (:mod:`inline_backbones.openmmlab.class_check`), which
+stops training and testing before the first iteration if the config's ``classes``, the datasets' classes, the heads'
 ``num_classes`` and the annotation files' categories disagree.
 
 ``--detector cascade`` writes Cascade Mask R-CNN (Cascade R-CNN for boxes-only data) with the same schedule and data:
@@ -30,7 +30,7 @@ the model of ``mmdet_configs/cascade-mask-rcnn_inline-swin-t_fpn_ms-crop-1x_coco
 classes in each of its three box heads and its mask head (a child config cannot change one entry of the base's list
 of heads: lists are replaced whole).
 
-Semantic segmentation (``--task seg``; :mod:`inline_backbones.finetune_seg`): DATA_ROOT in mmseg's layout,
+Semantic segmentation (``--task seg``; :mod:`inline_backbones.openmmlab.finetune_seg`): DATA_ROOT in mmseg's layout,
 ``img_dir/{train,val}`` and ``ann_dir/{train,val}``, an image ``NAME<img_suffix>`` with its label map
 ``NAME<seg_map_suffix>`` (one channel, each pixel's value its class; 255 ignored). The tool reads every label map and
 says which values it found. The classes are the lines of ``--classes`` (in class order) or, without it, one per value
@@ -159,7 +159,7 @@ def render(args, classes, boxes_only):
         'test_evaluator = val_evaluator',
         '',
         "# Stops before the first iteration if `classes`, the datasets' classes, the heads' num_classes and the",
-        "# annotation files' categories disagree (inline_backbones/class_check.py).",
+        "# annotation files' categories disagree (inline_backbones/openmmlab/class_check.py).",
         "custom_hooks = [dict(type='inline_backbones.ClassCheckHook')]",
         '',
     ]
@@ -168,7 +168,7 @@ def render(args, classes, boxes_only):
 
 def seg_base(name):
     """The path of the segmentation recipe ``name`` (a file of mmseg_configs/, with or without its folder)."""
-    from inline_backbones.tool_inputs import ToolInputError
+    from inline_backbones.data.tool_inputs import ToolInputError
 
     base = osp.basename(name)
     if base not in SEG_BASES:
@@ -180,7 +180,7 @@ def write_seg(args):
     """The segmentation route: read and check the folder, say what it holds, write the config. A user's mistake is
     a ToolInputError."""
     from inline_backbones import finetune_seg
-    from inline_backbones.tool_inputs import ToolInputError
+    from inline_backbones.data.tool_inputs import ToolInputError
 
     folder = finetune_seg.read_folder(
         args.data_root, args.img_dir, args.ann_dir, args.train_split, args.val_split, args.img_suffix,

@@ -10,13 +10,13 @@ then checks that the written config's backbone builds.
     python tools/misc/inline_recipe.py mmdet::dino/dino-5scale_swin-l_8xb2-12e_coco.py --layout IIIS
 
 Train the written config as any other: ``python tools/train.py configs/<name>.py``. What each change means:
-docs/upstream_recipes.md (inline_backbones/upstream_recipe.py does the work).
+docs/upstream_recipes.md (inline_backbones/openmmlab/upstream_recipe.py does the work).
 """
 import argparse
 import sys
 
 from inline_backbones.cli import run_tool
-from inline_backbones.upstream_recipe import check_written, default_out, plan, write
+from inline_backbones.openmmlab.upstream_recipe import check_written, default_out, plan, write
 
 
 def main(argv=None):

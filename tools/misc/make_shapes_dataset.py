@@ -6,7 +6,7 @@ import argparse
 from functools import partial
 
 from inline_backbones.cli import progress, run_tool
-from inline_backbones.shapes_dataset import generate_shapes_dataset
+from inline_backbones.data.shapes import generate_shapes_dataset
 
 
 def main(argv=None):

@@ -1,6 +1,6 @@
 """Which OpenMMLab 2.0 line (the official releases or the maintained fork) provides mmengine, mmcv, mmdet, mmseg and
 mim here, each module's distribution and version; an environment holding modules of both lines is an error naming
-them and the fix (:mod:`inline_backbones.openmmlab_line`).
+them and the fix (:mod:`inline_backbones.openmmlab.line`).
 
     python tools/misc/openmmlab_line.py [--expect official|onedl]
 
@@ -9,7 +9,7 @@ them and the fix (:mod:`inline_backbones.openmmlab_line`).
 import argparse
 
 from inline_backbones.cli import run_tool
-from inline_backbones.openmmlab_line import LINES, check_one_line, describe
+from inline_backbones.openmmlab.line import LINES, check_one_line, describe
 
 
 def main(argv=None):

@@ -1,6 +1,6 @@
 """Checkpoint key filter of the InLine-CSwin family: :func:`checkpoint_filter_fn` (the pattern of
 :mod:`.swin_checkpoint`: a state dict already read safely and unwrapped -> the model's keys, checked strictly by
-:mod:`inline_backbones.checkpoint`).
+:mod:`inline_backbones.checkpoints.loading`).
 
 Key formats accepted:
 
@@ -27,7 +27,7 @@ its new head).
 """
 import re
 
-from ...checkpoint import CheckpointMismatchError, FilteredStateDict, fit_head, keys_line
+from ...checkpoints.loading import CheckpointMismatchError, FilteredStateDict, fit_head, keys_line
 
 HINT = 'check arch, attn_type and that this is an InLine-CSwin checkpoint'
 

@@ -5,8 +5,8 @@ LeapLabTHU/FLatten-Transformer), the models InLine is compared with.
 
 Their pretrained cfgs are InLine-Swin's evaluation, which is the authors' (``TEST.CROP``: the short side resized to
 256 bicubic, centre crop 224; ImageNet mean/std; 1000 classes), with the released links
-(:data:`~inline_backbones.released.RELEASED_CHECKPOINTS`) and FLatten's origin and paper. The files load as released,
-safely and strictly, through the Swin family's key filter::
+(:data:`~inline_backbones.checkpoints.released.RELEASED_CHECKPOINTS`) and FLatten's origin and paper. The files load as
+released, safely and strictly, through the Swin family's key filter::
 
     timm.create_model('flatten_swin_tiny', pretrained=True, pretrained_cfg_overlay=dict(file='flatten_swin_t.pth'))
 """

@@ -122,7 +122,7 @@ class InLineCSwinTransformer(Backbone, family=CSWIN):
             residual and LePE, its own stripes): its features do not depend on its batch.
         init_cfg (dict, optional): ``dict(type='Pretrained', checkpoint=PATH_OR_LINK[, prefix='backbone.'])`` loads a
             released ImageNet checkpoint (or a detector's / segmentor's with ``prefix``) strictly, through
-            :func:`inline_backbones.checkpoint.load_pretrained` and :mod:`.cswin_checkpoint`.
+            :func:`inline_backbones.checkpoints.loading.load_pretrained` and :mod:`.cswin_checkpoint`.
     """
 
 

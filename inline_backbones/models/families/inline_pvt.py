@@ -14,7 +14,7 @@ timm as released::
 
 timm hands the file to :meth:`~.classifier.Classifier.load_pretrained` (``custom_load``): the
 package's safe loader (``weights_only=True``, yacs not needed), strict (anything missing, unexpected or
-mis-shaped raises :class:`~inline_backbones.checkpoint.CheckpointMismatchError` naming the keys).
+mis-shaped raises :class:`~inline_backbones.checkpoints.loading.CheckpointMismatchError` naming the keys).
 ``pretrained=True`` alone downloads the released file (``url`` of the pretrained cfg) into torch's hub cache first
 (the package's verified download, :func:`~.classifier.create_classifier`).
 """
@@ -136,7 +136,7 @@ class InLinePVT(Backbone, family=PVT):
         padding_aware (bool): Each image of a zero-padded batch sees only its own region (see :meth:`forward`).
         init_cfg (dict, optional): ``dict(type='Pretrained', checkpoint=PATH[, prefix='backbone.'])`` loads a
             released ImageNet checkpoint (or a detector's / segmentor's with ``prefix``) strictly, through
-            :func:`inline_backbones.checkpoint.load_pretrained` and :mod:`.pvt_checkpoint`.
+            :func:`inline_backbones.checkpoints.loading.load_pretrained` and :mod:`.pvt_checkpoint`.
     """
 
     def __init__(self, arch=None, attn_type=None, **kwargs):

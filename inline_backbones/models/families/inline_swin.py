@@ -30,7 +30,7 @@ verified; offline, the error says where to put a copy), or name a local copy::
 timm hands the file to :meth:`~.classifier.Classifier.load_pretrained` (``custom_load`` in the
 pretrained cfg), which reads it with the package's safe loader (``weights_only=True``, yacs not needed) and loads
 it strictly: anything missing, unexpected or mis-shaped raises
-:class:`~inline_backbones.checkpoint.CheckpointMismatchError` naming the keys. ``num_classes=N``
+:class:`~inline_backbones.checkpoints.loading.CheckpointMismatchError` naming the keys. ``num_classes=N``
 (N != 1000) keeps a new head; ``features_only=True`` gives the NCHW maps of the stages (timm's
 ``FeatureGetterNet`` over :meth:`~.classifier.Classifier.forward_intermediates`).
 """
@@ -177,7 +177,7 @@ class InLineSwinTransformer(Backbone, family=SWIN):
         flatten_kernel_size (int): FLatten's depthwise conv on v. Defaults to 5 (released).
         init_cfg (dict, optional): ``dict(type='Pretrained', checkpoint=PATH[, prefix='backbone.'])``
             loads a released ImageNet checkpoint (or a detector/segmentor one with ``prefix``) strictly:
-            see :func:`inline_backbones.checkpoint.load_pretrained`.
+            see :func:`inline_backbones.checkpoints.loading.load_pretrained`.
     """
 
     def __init__(self, arch=None, attn_type=None, **kwargs):

@@ -1,6 +1,6 @@
 """Checkpoint key filter of the InLine-PVT family: :func:`checkpoint_filter_fn` (the pattern of
 :mod:`.swin_checkpoint`: a state dict already read safely and unwrapped -> the model's keys, checked strictly
-by :mod:`inline_backbones.checkpoint`).
+by :mod:`inline_backbones.checkpoints.loading`).
 
 Key formats accepted:
 
@@ -17,7 +17,7 @@ count than the model's, which is dropped (the model keeps its new head).
 """
 import re
 
-from ...checkpoint import CheckpointMismatchError, FilteredStateDict, fit_head, keys_line
+from ...checkpoints.loading import CheckpointMismatchError, FilteredStateDict, fit_head, keys_line
 
 HINT = 'check arch, attn_type and that this is an InLine-PVT checkpoint'
 

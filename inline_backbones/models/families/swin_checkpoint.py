@@ -2,12 +2,12 @@
 
 The pattern (timm's ``checkpoint_filter_fn``), one module per family beside its model
 (``models/families/<family>_checkpoint.py``): ``checkpoint_filter_fn(state_dict, model)`` takes a state dict already
-read safely and unwrapped by :mod:`inline_backbones.checkpoint` and returns it in ``model``'s own keys, as a
-:class:`~inline_backbones.checkpoint.FilteredStateDict` naming the model keys the file need not hold; the
+read safely and unwrapped by :mod:`inline_backbones.checkpoints.loading` and returns it in ``model``'s own keys, as a
+:class:`~inline_backbones.checkpoints.loading.FilteredStateDict` naming the model keys the file need not hold; the
 generic loader then checks it strictly (missing, unexpected, mis-shaped keys). The filter detects the
-format from the keys and raises :class:`~inline_backbones.checkpoint.CheckpointMismatchError` listing them
+format from the keys and raises :class:`~inline_backbones.checkpoints.loading.CheckpointMismatchError` listing them
 when they are in none of the formats below. It is the ``checkpoint_filter`` of :class:`InLineSwinTransformer`
-(``init_cfg`` ``Pretrained``, :func:`~inline_backbones.checkpoint.load_pretrained`) and of the timm
+(``init_cfg`` ``Pretrained``, :func:`~inline_backbones.checkpoints.loading.load_pretrained`) and of the timm
 classifiers (their ``pretrained_filter_fn`` and ``load_pretrained``).
 
 Key formats accepted:
@@ -30,7 +30,7 @@ Key formats accepted:
 """
 import re
 
-from ...checkpoint import CheckpointMismatchError, FilteredStateDict, fit_head, keys_line
+from ...checkpoints.loading import CheckpointMismatchError, FilteredStateDict, fit_head, keys_line
 
 # Buffers of the released models that our modules rebuild instead of keeping in their state dicts.
 RELEASED_BUFFERS = ('.relative_position_index', '.attn_mask')

@@ -278,8 +278,8 @@ def _check_download(url, path, local, sha256):
 def _torch_load(path, map_location='cpu'):
     """``torch.load(path, weights_only=True)`` with the released checkpoints' yacs config allowed; errors name
     the file and never suggest turning the protection off (torch's own error is not chained: it does). A file cut
-    off part-way is a :class:`~inline_backbones.archive.CheckpointTruncatedError` saying so (its size, the entry
-    that runs past its end), checked before unpickling."""
+    off part-way is a :class:`~inline_backbones.checkpoints.archive.CheckpointTruncatedError` saying so (its size,
+    the entry that runs past its end), checked before unpickling."""
     check_not_truncated(path)
     with torch.serialization.safe_globals([(ReleasedConfig, 'yacs.config.CfgNode')]):
         try:

@@ -43,7 +43,7 @@ from mmengine.fileio import get_local_path
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 
-from .registry import HOOKS
+from ..registry import HOOKS
 
 TOOL = 'tools/misc/finetune_config.py'
 # The modules with a num_classes that are not the detector's class heads: RPN heads (object or not), the

@@ -27,7 +27,7 @@ def task_of(config):
     :class:`~.tool_inputs.ToolInputError` for another."""
     from mmengine.config import Config
 
-    from .tool_inputs import ToolInputError, read_config
+    from ..data.tool_inputs import ToolInputError, read_config
 
     cfg = config if isinstance(config, Config) else read_config(config)
     scope = cfg.get('default_scope')
@@ -44,7 +44,7 @@ def build_task_model(config):
     from mmengine.model import revert_sync_batchnorm
     from mmengine.registry import init_default_scope
 
-    from .tool_inputs import read_config
+    from ..data.tool_inputs import read_config
 
     cfg = config if isinstance(config, Config) else read_config(config)
     task = task_of(cfg)
@@ -133,7 +133,7 @@ def run_task_tool(name, argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0].startswith('-'):
         raise SystemExit(f'usage: python tools/{name}.py CONFIG [options of mmdet/mmseg tools/{name}.py]')
-    from .tool_inputs import read_config
+    from ..data.tool_inputs import read_config
 
     cfg = read_config(argv[0])
     package = __import__(task_of(cfg))

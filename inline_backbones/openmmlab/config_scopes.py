@@ -15,7 +15,7 @@ anything of this package is imported) gets it from its first base, ``mmseg_confi
 from importlib import metadata
 from importlib.util import find_spec
 
-from .openmmlab_line import LINES
+from .line import LINES
 
 SCOPES = ('mmdet', 'mmseg')
 

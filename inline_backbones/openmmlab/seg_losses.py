@@ -19,7 +19,7 @@ equals mmseg's own result whenever no pixel is ignored. Everything else (the per
 """
 from mmseg.models.losses import CrossEntropyLoss
 
-from .registry import MODELS
+from ..registry import MODELS
 
 
 @MODELS.register_module()

@@ -18,7 +18,7 @@ swaps its backbone, and the list of what changed and what could not (behind ``to
   (``backbone.stages.{i}.blocks.{j}.norm``) are added in the InLine backbone's names, and InLine's local residual
   (``attn.residual``) is kept out of weight decay at the rate the recipe gives its block's attention; every
   backbone parameter is then checked to get what the recipe gives its Swin counterpart
-  (:mod:`~inline_backbones.recipe_optimizer`).
+  (:mod:`~inline_backbones.openmmlab.recipe_optimizer`).
 
 :func:`render` writes the child config's text. Errors are :class:`RecipeError` with one line saying what and why.
 """
@@ -29,17 +29,19 @@ import os.path as osp
 import textwrap
 from dataclasses import dataclass, field
 
+from ..models.upstream_args import PVT_ARGS, SWIN_ARGS, Arch, Fixed, translate
 from . import recipe_optimizer
 from .config_code import as_code, plain
-from .models.upstream_args import PVT_ARGS, SWIN_ARGS, Arch, Fixed, translate
 
 # The upstream backbone type -> (InLine backbone class name, the family's argument table, family name).
 BACKBONES = {'SwinTransformer': ('InLineSwinTransformer', SWIN_ARGS, 'InLine-Swin'),
              'PyramidVisionTransformer': ('InLinePVT', PVT_ARGS, 'InLine-PVT')}
 # The recipe's preprocessor type -> (the region preprocessor that subclasses it, the module that registers it).
 REGION_PREPROCESSORS = {
-    'DetDataPreprocessor': ('inline_backbones.RegionDetDataPreprocessor', 'inline_backbones.det_preprocessor'),
-    'SegDataPreProcessor': ('inline_backbones.RegionSegDataPreProcessor', 'inline_backbones.seg_preprocessor')}
+    'DetDataPreprocessor': ('inline_backbones.RegionDetDataPreprocessor',
+                            'inline_backbones.openmmlab.det_preprocessor'),
+    'SegDataPreProcessor': ('inline_backbones.RegionSegDataPreProcessor',
+                            'inline_backbones.openmmlab.seg_preprocessor')}
 RELEASED_WINDOW = 7          # the softmax window of every released InLine-Swin model
 # mmseg's own test padding of the InLine configs: a side below the last stage's stride (32 px) is padded to it
 SEG_TEST_PAD = dict(size=(32, 32))
@@ -143,7 +145,7 @@ def plan(recipe, padding_aware=True, layout=None):
 
 
 def _model_class(cls_name):
-    from . import models
+    from .. import models
     return getattr(models, cls_name)
 
 
@@ -221,7 +223,7 @@ def _swap_preprocessor(swap, preprocessor, padding_aware):
 def _swap_optimizer(swap, optim_wrapper, upstream, inline, table):
     """The recipe's ``paramwise_cfg.custom_keys`` in the InLine backbone's names, the local residual's key, and the
     check that every backbone parameter gets what the recipe gives its upstream counterpart
-    (:mod:`~inline_backbones.recipe_optimizer`)."""
+    (:mod:`~inline_backbones.openmmlab.recipe_optimizer`)."""
     paramwise = optim_wrapper.get('paramwise_cfg') or {}
     custom = paramwise.get('custom_keys')
     if not isinstance(custom, dict):
@@ -292,7 +294,8 @@ def render(swap, tool='tools/misc/inline_recipe.py'):
         lines += [text for line in swap.cannot for text in comment(line)]
     base = [SCOPES_BASE, swap.base] if swap.base.startswith('mmseg::') else swap.base
     lines += [f'_base_ = {base!r}', '',
-              f'custom_imports = dict(imports={swap.custom_imports!r}, allow_failed_imports=False)', '']
+              f'custom_imports = dict(imports={swap.custom_imports!r},',
+              '                      allow_failed_imports=False)', '']
     model = {}
     if swap.data_preprocessor is not None:
         model['data_preprocessor'] = swap.data_preprocessor

@@ -3,7 +3,8 @@ checked against every COCO / ADE20K config (which write the link literally so th
 
 FLatten-Swin-T/S/B, the comparison models, come from LeapLabTHU/FLatten-Transformer's README. The links are Tsinghua
 cloud shares, ``https://cloud.tsinghua.edu.cn/f/<id>/?dl=1``; as an ``init_cfg``
-checkpoint they are downloaded once into torch's hub cache (:func:`inline_backbones.checkpoint.download_checkpoint`).
+checkpoint they are downloaded once into torch's hub cache
+(:func:`inline_backbones.checkpoints.loading.download_checkpoint`).
 No COCO- or ADE20K-trained InLine model is released.
 """
 

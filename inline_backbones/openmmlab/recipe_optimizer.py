@@ -1,5 +1,5 @@
 """A recipe's optimizer keys for the InLine backbone that replaces its Swin / PVT one (behind
-:mod:`inline_backbones.upstream_recipe`).
+:mod:`inline_backbones.openmmlab.upstream_recipe`).
 
 mmengine's ``DefaultOptimWrapperConstructor`` gives the parameter ``p`` of the model's module path ``name`` the
 learning rate ``lr * lr_mult`` and weight decay ``weight_decay * decay_mult`` of the **longest** key of

@@ -10,8 +10,8 @@ import os.path as osp
 
 from inline_runtime.images import closest as _closest
 
-from .archive import CheckpointTruncatedError, check_not_truncated
-from .checkpoint import URL_SCHEMES
+from ..checkpoints.archive import CheckpointTruncatedError, check_not_truncated
+from ..checkpoints.loading import URL_SCHEMES
 
 
 class ToolInputError(ValueError):
@@ -32,7 +32,7 @@ def read_config(path):
     config it inherits) is a :class:`ToolInputError` naming the file and the error."""
     from mmengine.config import Config
 
-    from .upstream_recipe import RecipeError, recipe_path
+    from ..openmmlab.upstream_recipe import RecipeError, recipe_path
 
     check_config(path)
     if '::' in path:   # an upstream config by its scope name: its file in the installed package

@@ -5,7 +5,7 @@ at the values without waiting for the device; a data preprocessor, which works o
 """
 import logging
 
-from .models.stages import IMAGENET_MEAN, IMAGENET_STD
+from ..models.stages import IMAGENET_MEAN, IMAGENET_STD
 
 # Normalised ImageNet pixels stay within +-2.7; a batch whose largest magnitude passes this was not normalised
 # (0-255 values, or a std of 1). Values in [0, 1] without normalisation cannot be told apart this way.

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..data.tool_inputs import ToolInputError
 from .config_code import as_code, plain
-from .tool_inputs import ToolInputError
 
 IGNORE_INDEX = 255
 SHOWN = 3                      # file names listed in an error

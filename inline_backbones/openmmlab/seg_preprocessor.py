@@ -6,9 +6,9 @@ with the same arguments as mmseg's ``SegDataPreProcessor``.
 """
 from mmseg.models.data_preprocessor import SegDataPreProcessor
 
+from ..regions import attach_sample_shapes
+from ..registry import MODELS
 from .pixel_check import RawPixelCheck
-from .regions import attach_sample_shapes
-from .registry import MODELS
 
 
 @MODELS.register_module()
@@ -17,7 +17,8 @@ class RegionSegDataPreProcessor(RawPixelCheck, SegDataPreProcessor):
     ``test_cfg``'s ``size``/``size_divisor`` in testing), then the batch made a
     :class:`~inline_backbones.regions.RegionBatch` carrying each sample's ``img_shape``
     (:func:`~inline_backbones.regions.attach_sample_shapes`). The first batch is checked for pixels left in
-    0-255 (a ``mean``/``std`` missing from the config): a warning in the log (:mod:`inline_backbones.pixel_check`)."""
+    0-255 (a ``mean``/``std`` missing from the config): a warning in the log
+    (:mod:`inline_backbones.openmmlab.pixel_check`)."""
 
     def forward(self, data, training=False):
         data = super().forward(data, training)
