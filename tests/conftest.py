@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from openmmlab_marker import touches_openmmlab
 
 if not torch.cuda.is_available():   # the Triton kernels run on the CPU under Triton's interpreter (set before any
-    os.environ.setdefault('TRITON_INTERPRET', '1')   # kernel is compiled: inline_paths.py imports them lazily)
+    os.environ.setdefault('TRITON_INTERPRET', '1')   # kernel is compiled: mixers/inline/paths.py imports them lazily)
 
 # The kernel functions of the paper / the authors' code, written out here on purpose: the reference must
 # not read them (nor the scale) from the module under test, or a wrong constant there would go unseen.

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from inline_backbones import InLinePVT, InLineSwinTransformer
-from inline_backbones.models.mixers.inline_paths import force_path, triton_kernels
+from inline_backbones.models.mixers.inline.paths import force_path, triton_kernels
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available() or triton_kernels() is None,
                                 reason='needs a CUDA GPU and the triton package')
@@ -105,7 +105,7 @@ def gradients(model, x, path, dtype=None):
 
 @pytest.mark.parametrize('name', ['inline-swin-t padding-aware', 'inline-pvt-t padding-aware'])
 def test_training_step_gradients(name):
-    """The Triton training path (inline_autograd.py) against the generic path: fp32 gradients within 1e-3
+    """The Triton training path (mixers/inline/autograd.py) against the generic path: fp32 gradients within 1e-3
     (relative L2, the worst parameter); bf16/fp16 autocast gradients finite and within 1.5x the generic path's
     error against fp32."""
     torch.manual_seed(0)

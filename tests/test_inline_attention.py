@@ -4,7 +4,7 @@ import torch.nn.functional as F
 from conftest import REFERENCE_KERNELS, naive_inline_attention
 
 from inline_backbones import InLineAttention
-from inline_backbones.models.mixers.inline_attention import KERNEL_FUNCTIONS
+from inline_backbones.models.mixers.inline.attention import KERNEL_FUNCTIONS
 from inline_backbones.models.tokens.token_map import TokenMap
 
 
@@ -186,8 +186,8 @@ def test_without_qkv_bias_matches_naive_reference(kernel_func):
 def test_the_captured_graph_form_equals_the_eager_form(monkeypatch, hw, local_residual):
     """Under export, compile and FLOP counting the layer adds q M out of place (graph_mode.py says why); the same
     values as the eager in-place form, checked without capturing a graph."""
-    from inline_backbones.models.mixers import inline_attention
-    from inline_backbones.models.mixers.inline_reference import inline_attention_reference
+    from inline_backbones.models.mixers.inline import attention as inline_attention
+    from inline_backbones.models.mixers.inline.reference import inline_attention_reference
 
     torch.manual_seed(0)
     attn = InLineAttention(32, 2, local_residual=local_residual).eval()

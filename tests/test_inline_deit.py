@@ -22,7 +22,7 @@ from inline_backbones.checkpoints.released import PAPER_FIGURES, arch_checkpoint
 from inline_backbones.models.classifier import checkpoint_filter_fn
 from inline_backbones.models.families.deit_checkpoint import from_released
 from inline_backbones.models.mixers import build_mixer
-from inline_backbones.models.mixers.inline_reference import inline_attention_reference
+from inline_backbones.models.mixers.inline.reference import inline_attention_reference
 from inline_backbones.models.tokens.token_map import TokenMap
 
 ARCHS = ('tiny', 'small', 'base')

@@ -1,4 +1,4 @@
-"""The implementations of InLine attention (inline_paths.py) against the plain reference (inline_reference.py),
+"""The implementations of InLine attention (mixers/inline/paths.py) against the plain reference (mixers/inline/reference.py),
 and the reference against the N x N formula of the paper.
 
 The Triton path runs here on the CPU under Triton's interpreter (conftest.py sets ``TRITON_INTERPRET=1`` when no
@@ -15,11 +15,11 @@ import pytest
 import torch
 from conftest import naive_inline_attention
 
-from inline_backbones.models.mixers import inline_paths
-from inline_backbones.models.mixers.inline_attention import KERNEL_FUNCTIONS, InLineAttention
-from inline_backbones.models.mixers.inline_gpu import block_diagonal
-from inline_backbones.models.mixers.inline_paths import PATHS, Implementation, choose, force_path, triton_kernels
-from inline_backbones.models.mixers.inline_reference import inline_attention_reference
+from inline_backbones.models.mixers.inline import paths as inline_paths
+from inline_backbones.models.mixers.inline.attention import KERNEL_FUNCTIONS, InLineAttention
+from inline_backbones.models.mixers.inline.gpu import block_diagonal
+from inline_backbones.models.mixers.inline.paths import PATHS, Implementation, choose, force_path, triton_kernels
+from inline_backbones.models.mixers.inline.reference import inline_attention_reference
 from inline_backbones.models.mixers.pvt_attention import InLinePVTAttention
 from inline_backbones.models.tokens.token_map import TokenMap
 
@@ -136,7 +136,7 @@ def test_the_gpu_path_folds_q_m_into_proj_for_the_identity_kernel_when_n_exceeds
     """The fold is a speed choice (both forms are correct, tested above): q and blockdiag(M) are formed only when
     N <= C or the kernel is not the identity."""
     unfolded = []
-    from inline_backbones.models.mixers import inline_gpu
+    from inline_backbones.models.mixers.inline import gpu as inline_gpu
 
     monkeypatch.setattr(inline_gpu, 'block_diagonal', lambda m: unfolded.append(m.shape) or block_diagonal(m))
     for kernel_func, hw, folds in [('identity', (9, 10), True), ('identity', (4, 8), False),   # N = 90, 32; C = 32
@@ -162,7 +162,7 @@ def test_reduced_precision_triton_path_is_as_accurate_as_the_generic_one(dtype, 
 
 @needs_triton
 def test_triton_layer_norm_writes_the_autocast_dtype():
-    from inline_backbones.models.mixers.inline_gpu import layer_norm
+    from inline_backbones.models.layers.layer_norm import layer_norm
 
     norm = torch.nn.LayerNorm(96, eps=0.5).eval()          # an eps that shows (the default 1e-5 would hide it)
     with torch.no_grad():
@@ -270,7 +270,7 @@ def test_when_q_m_is_folded_into_proj(monkeypatch):
 def test_the_layer_runs_the_implementation_it_is_given(monkeypatch):
     """attend() asks choose (with the layer) and runs the implementation of that name on its own arguments and the
     fold it was given; a folded and an unfolded 'torch' layer compute the same function."""
-    from inline_backbones.models.mixers import inline_attention as module
+    from inline_backbones.models.mixers.inline import attention as module
 
     calls = []
 
@@ -355,7 +355,7 @@ def test_a_kernel_that_cannot_be_built_falls_back_to_the_generic_path(monkeypatc
     and later calls take the generic path directly."""
     import triton
 
-    from inline_backbones.models.mixers import inline_attention
+    from inline_backbones.models.mixers.inline import attention as inline_attention
 
     def broken(*args):
         raise triton.compiler.errors.CompilationError('kernel.py', None, 'no tf32 dot on this GPU')
@@ -380,7 +380,7 @@ def test_the_fallback_catches_what_triton_raises_when_a_kernel_cannot_be_built()
     import triton.compiler.errors as compiler_errors
     import triton.runtime.errors as runtime_errors
 
-    from inline_backbones.models.mixers.inline_paths import _kernel_errors
+    from inline_backbones.models.mixers.inline.paths import _kernel_errors
 
     expected = [getattr(module, name) for name in ('CompilationError', 'PTXASError', 'OutOfResources')
                 for module in (compiler_errors, runtime_errors) if hasattr(module, name)]
@@ -392,7 +392,7 @@ def test_the_fallback_catches_what_triton_raises_when_a_kernel_cannot_be_built()
 def test_a_layer_norm_kernel_that_cannot_be_built_falls_back_to_f_layer_norm(monkeypatch):
     import triton
 
-    from inline_backbones.models.mixers import inline_gpu
+    from inline_backbones.models.layers import layer_norm
 
     class Broken:
         @staticmethod
@@ -400,10 +400,10 @@ def test_a_layer_norm_kernel_that_cannot_be_built_falls_back_to_f_layer_norm(mon
             raise triton.compiler.errors.CompilationError('layer_norm_triton.py', None, 'no kernel for this GPU')
 
     monkeypatch.setattr(inline_paths, '_failed', None)
-    monkeypatch.setattr(inline_gpu, 'triton_kernels', lambda: Broken)
+    monkeypatch.setattr(layer_norm, 'triton_kernels', lambda: Broken)
     norm = torch.nn.LayerNorm(32, eps=0.5)
     x = torch.randn(2, 7, 32)
     with torch.no_grad(), force_path('triton'):
-        torch.testing.assert_close(inline_gpu.layer_norm(norm, x), norm(x))
+        torch.testing.assert_close(layer_norm.layer_norm(norm, x), norm(x))
     assert isinstance(inline_paths._failed, triton.compiler.errors.CompilationError)
     monkeypatch.setattr(inline_paths, '_failed', None)

@@ -9,7 +9,7 @@ from conftest import naive_inline_attention
 
 from inline_backbones import InLineAttention, InLineSwinTransformer, parse_attn_layout
 from inline_backbones.models import LinearAttention
-from inline_backbones.models.mixers.inline_attention import KERNEL_FUNCTIONS
+from inline_backbones.models.mixers.inline.attention import KERNEL_FUNCTIONS
 from inline_backbones.models.mixers.linear_attention import EPS
 from inline_backbones.models.tokens.token_map import TokenMap
 

@@ -6,7 +6,7 @@ import torch
 from conftest import naive_inline_attention
 from padding_cases import STD, det_batch, images, region_differences, relative_difference_on_region, small_backbone
 
-from inline_backbones.models.mixers.inline_attention import KERNEL_FUNCTIONS, InLineAttention
+from inline_backbones.models.mixers.inline.attention import KERNEL_FUNCTIONS, InLineAttention
 from inline_backbones.models.mixers.pvt_attention import SpatialReductionAttention
 from inline_backbones.models.mixers.window_attention import WindowAttention
 from inline_backbones.models.tokens.token_map import TokenMap

@@ -7,8 +7,8 @@ import torch.nn.functional as F
 from conftest import naive_inline_attention
 
 from inline_backbones import InLineAttention, InLineCSwinTransformer, InLineSwinTransformer
-from inline_backbones.models.mixers import fused_linear
-from inline_backbones.models.mixers.fused_linear import linear
+from inline_backbones.models.layers import fused_linear
+from inline_backbones.models.layers.fused_linear import linear
 from inline_backbones.models.tokens.token_map import TokenMap
 
 

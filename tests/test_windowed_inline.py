@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from conftest import naive_inline_attention
 from padding_cases import small_backbone
 
-from inline_backbones.models.mixers.inline_attention import InLineAttention
+from inline_backbones.models.mixers.inline.attention import InLineAttention
 from inline_backbones.models.tokens.token_map import TokenMap
 
 

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import torch
 
-from ..models.mixers.inline_attention import InLineAttention
+from ..models.mixers.inline.attention import InLineAttention
 
 
 class AttentionInput(NamedTuple):

@@ -15,7 +15,7 @@ import time
 from collections import defaultdict
 
 from ..models.mixers.flatten_attention import FocusedLinearAttention
-from ..models.mixers.inline_attention import InLineAttention
+from ..models.mixers.inline.attention import InLineAttention
 from . import compare_plots, compare_report
 from .capture import attention_layers, capture_layer_inputs
 from .compare import KINDS, compare_flatten_layer, compare_inline_layer

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import torch
 
-from ..models.mixers.inline_attention import KERNEL_FUNCTIONS
+from ..models.mixers.inline.attention import KERNEL_FUNCTIONS
 from ..models.mixers.linear_attention import EPS, LINEAR_KERNELS
 
 

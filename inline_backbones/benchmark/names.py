@@ -12,7 +12,7 @@ from pathlib import Path
 from torch import nn
 from torch.nn import functional as F
 
-from ..models.mixers.inline_paths import PATHS
+from ..models.mixers.inline.paths import PATHS
 
 GRAMMAR = """model names (--models, --reference):
   this package (bare)

@@ -8,7 +8,7 @@ import sys
 import torch
 
 from ..analysis import flop_analyzer
-from ..models.mixers.inline_paths import force_path
+from ..models.mixers.inline.paths import force_path
 from . import memory, timing
 from .names import build_backbone, build_task_model
 from .options import MODES

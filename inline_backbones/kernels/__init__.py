@@ -1,5 +1,5 @@
 """Triton kernels of the GPU path, by name. Imported on first use only (:func:`load_kernels`, called through
-:func:`~..models.mixers.inline_paths.triton_kernels`), so that the package imports where Triton is not installed
+:func:`~..models.mixers.inline.paths.triton_kernels`), so that the package imports where Triton is not installed
 and the interpreter switch (``TRITON_INTERPRET=1``) can be set before the kernels are compiled.
 
 A new kernel: a function in a module of this folder, named in :data:`KERNELS`; the implementations call it as

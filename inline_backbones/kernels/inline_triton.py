@@ -1,5 +1,5 @@
-"""Triton kernels of InLine attention's GPU path: three per layer in inference (:func:`.inline_gpu.attend_gpu`),
-whatever the batch size, and a fourth for training's backward (:mod:`.inline_autograd`) (``b`` an image, ``t`` a
+"""Triton kernels of InLine attention's GPU path: three per layer in inference (:func:`~inline_backbones.models.mixers.inline.gpu.attend_gpu`),
+whatever the batch size, and a fourth for training's backward (:mod:`~inline_backbones.models.mixers.inline.autograd`) (``b`` an image, ``t`` a
 token, ``c = head * d + j``):
 
 * :func:`kv_statistics`: one pass over ``x``, ``k`` and ``v`` (k, v read in place from the projection's
@@ -116,7 +116,7 @@ def _finalize_kernel(part_ptr, bq_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr, m_ptr, bi
     m = kv * (scale / n)[:, None] - scale * k_mean[:, None] * v_mean[None, :]
     tl.store(m_ptr + pid * D * D + i[:, None] * D + i[None, :], m)
     bias = v_mean
-    if HAS_BQ:   # + b_q M (q M with q = x W_q^T + b_q, folded into proj: see inline_gpu.attend_gpu)
+    if HAS_BQ:   # + b_q M (q M with q = x W_q^T + b_q, folded into proj: see mixers/inline/gpu.py's attend_gpu)
         bq = tl.load(bq_ptr + head * D + i).to(tl.float32)
         bias += tl.sum(bq[:, None] * m, axis=0)
     tl.store(bias_ptr + b * C + head * D + i, bias)

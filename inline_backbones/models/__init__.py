@@ -8,7 +8,7 @@ from .families.inline_deit import InLineDeiTClassifier
 from .families.inline_pvt import InLinePVT, InLinePVTClassifier
 from .families.inline_swin import InLineSwinClassifier, InLineSwinTransformer
 from .layout import parse_attn_layout
-from .mixers.inline_attention import InLineAttention
+from .mixers.inline.attention import InLineAttention
 from .mixers.linear_attention import LinearAttention
 from .mixers.window_attention import WindowAttention
 

@@ -39,7 +39,6 @@ from torch import nn
 
 from ...registry import MODELS
 from ..backbone import Backbone
-from ..blocks import PatchEmbed, PatchMerging
 from ..classifier import Classifier, register_classifiers
 from ..errors import ModelArgumentError
 from ..stages import Stage
@@ -47,6 +46,7 @@ from ..tokens.token_map import TokenMap
 from ..trunk import Family
 from ..upstream_args import SWIN_ARGS, translate
 from .swin_checkpoint import checkpoint_filter_fn
+from .swin_embed import PatchEmbed, PatchMerging
 
 LETTERS = {'I': 'inline', 'S': 'window', 'L': 'linear', 'F': 'flatten'}
 

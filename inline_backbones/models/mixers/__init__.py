@@ -15,7 +15,7 @@ from ..tokens.graph_mode import graph_leaf
 from .cswin_attention import CSwinInLineAttention, CSwinStripeAttention
 from .deit_attention import PrefixInLineAttention
 from .flatten_attention import FocusedLinearAttention
-from .inline_attention import InLineAttention
+from .inline.attention import InLineAttention
 from .linear_attention import LinearAttention
 from .pvt_attention import InLinePVTAttention, SpatialReductionAttention
 from .window_attention import WindowAttention

@@ -11,7 +11,7 @@ Both hold CSWin's block-level projections ``qkv`` (C -> 3C: q, k, v = output cha
 
       out = q M + mean_N(v) + dwconv3x3(v; residual(mean_N x_in) + W_lepe) + b_lepe,   y = proj(out)
 
-  with ``M`` InLine's d x d matrix (:mod:`.inline_attention`). The two 3x3 convs on the same v are one conv with
+  with ``M`` InLine's d x d matrix (:mod:`.inline.attention`). The two 3x3 convs on the same v are one conv with
   the summed kernels. At 224 px this is the authors' block with ``CSWIN_LA_SPLIT_SIZE = 56-28-14-7`` (one branch
   over the whole map, ``idx=-1``); here it is global at every map size.
 * :class:`CSwinStripeAttention` (``S``): CSWin's LePE cross-shaped window softmax attention. ``split_size`` an
@@ -34,10 +34,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ModelArgumentError, check_heads
+from ..layers.fused_linear import linear
 from ..tokens.masks import from_windows, to_windows
-from .fused_linear import linear
-from .inline_attention import InLineAttention
-from .inline_paths import choose
+from .inline.attention import InLineAttention
+from .inline.paths import choose
 
 
 def lepe_conv(channels):
@@ -76,8 +76,8 @@ class CSwinInLineAttention(InLineAttention):
     def forward(self, x, tokens, block_input=None):
         """x: (B, N, C) normalised tokens of the map ``tokens``; ``block_input``: the block's input (B, N, C), before
         ``norm1`` (None: ``x``, for the layer on its own). Returns (B, N, C). The ``'torch'`` implementation on every
-        device (the GPU kernels of :mod:`.inline_gpu` know no LePE); ``q M`` folded into ``proj`` where
-        :func:`~.inline_paths.choose` folds."""
+        device (the GPU kernels of :mod:`.inline.gpu` know no LePE); ``q M`` folded into ``proj`` where
+        :func:`~.inline.paths.choose` folds."""
         mask = tokens.token_mask()
         mean_token = own_mean(x if block_input is None else block_input, mask)
         return self.attend_torch(x, tokens.hw_shape, mask, choose(x, self).fold, mean_token=mean_token)

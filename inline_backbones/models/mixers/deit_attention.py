@@ -13,15 +13,15 @@ heads of ``d = C / h`` channels and ``s = d ** -0.5``, as the authors' ``InLineA
 so the class token takes part in the global attention (as a key and value of every query, and as a query) and in
 the mean token the 3x3 kernels are predicted from, but not in the 3x3 residual, which runs over the map's tokens
 alone (zero padding at the map's edge): ``out`` of the class token has no residual term. With ``P = 0`` this is
-:class:`~.inline_attention.InLineAttention`, and that class's forward runs (its padding-aware mode and GPU paths
+:class:`~.inline.attention.InLineAttention`, and that class's forward runs (its padding-aware mode and GPU paths
 included); with prefix tokens there is no padding-aware mode. The projections (``qkv``, ``proj``) and the kernel
 predictor (``residual``) are that class's, with its keys; the computation is batched PyTorch on every device (the GPU
-kernels of :mod:`.inline_gpu` know no prefix tokens).
+kernels of :mod:`.inline.gpu` know no prefix tokens).
 """
 import torch
 
-from .fused_linear import linear
-from .inline_attention import InLineAttention
+from ..layers.fused_linear import linear
+from .inline.attention import InLineAttention
 
 
 class PrefixInLineAttention(InLineAttention):

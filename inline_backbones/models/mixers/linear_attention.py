@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from ..errors import ModelArgumentError, check_heads
-from .inline_attention import KERNEL_FUNCTIONS
+from .inline.attention import KERNEL_FUNCTIONS
 
 LINEAR_KERNELS = ('exp', 'relu')   # non-negative kernels: the normaliser q_i . mean(k) is >= 0
 EPS = 1e-6                         # added to the normaliser (zero when relu zeroes a query)

@@ -6,7 +6,7 @@ Both read q from a ``q`` linear (C -> C) and k, v from one ``kv`` linear (C -> 2
 released keys ``attn.q``, ``attn.kv``, ``attn.proj``.
 
 * :class:`InLinePVTAttention` (``I``): global InLine attention (the math, padding-aware masking and the
-  3x3 dynamic residual of :class:`~.inline_attention.InLineAttention`, unchanged) over these projections.
+  3x3 dynamic residual of :class:`~.inline.attention.InLineAttention`, unchanged) over these projections.
 * :class:`SpatialReductionAttention` (``S``, PVT v1's): ``softmax(q k^T d^-1/2) v`` over the keys of the map
   reduced ``sr`` times by ``sr`` (conv kernel = stride = ``sr``, then LayerNorm; none when ``sr == 1``).
 """
@@ -15,8 +15,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ModelArgumentError, check_heads
-from .fused_linear import linear
-from .inline_attention import InLineAttention
+from ..layers.fused_linear import linear
+from .inline.attention import InLineAttention
 
 
 class InLinePVTAttention(InLineAttention):

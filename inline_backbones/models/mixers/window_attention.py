@@ -17,9 +17,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import check_heads
+from ..layers.fused_linear import linear
 from ..tokens.graph_mode import exporting, may_branch_on_size
 from ..tokens.masks import from_windows, to_windows
-from .fused_linear import linear
 
 
 def relative_position_index(window_size, device=None):

@@ -23,8 +23,8 @@ with the batch. Tested against the autograd of the ``'torch'`` path (tests/test_
 import torch
 import torch.nn.functional as F
 
-from .inline_gpu import block_diagonal
-from .inline_paths import triton_kernels
+from .gpu import block_diagonal
+from .paths import triton_kernels
 
 
 def _diagonal_blocks(full, heads):

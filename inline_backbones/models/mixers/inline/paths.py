@@ -9,12 +9,12 @@ that maps each name to its function is :data:`~.inline_attention.IMPLEMENTATIONS
 * ``'torch'``: :func:`~.inline_attention.attend_torch`, batched PyTorch with the CPU's fast forms (oneDNN fused
   linears). Differentiable and capturable: it is what training, ``torch.compile``, ``torch.export``/ONNX and FLOP
   counting run, on every device.
-* ``'triton'``: :func:`~.inline_gpu.attend_gpu`, GPU inference: one projection GEMM for k and v and three Triton
+* ``'triton'``: :func:`~.gpu.attend_gpu`, GPU inference: one projection GEMM for k and v and three Triton
   kernels; the launches per layer do not depend on the batch size.
 * ``'triton-train'``: :func:`~.inline_autograd.attend_gpu_train`, GPU training: the same kernels with a
   written-out backward (InLine attention with the identity kernel and the local residual, the released layers).
 
-and of the blocks' LayerNorm (:func:`~.inline_gpu.layer_norm`): ``'torch'`` (``F.layer_norm``) or ``'triton'``
+and of the blocks' LayerNorm (:func:`~inline_backbones.models.layers.layer_norm.layer_norm`): ``'torch'`` (``F.layer_norm``) or ``'triton'``
 (one kernel that writes the GEMMs' dtype; no backward).
 
 :func:`choose` decides from the input and the layer, in this order: a path forced by :func:`force_path` (except
@@ -39,8 +39,8 @@ from typing import NamedTuple
 
 import torch
 
-from ..errors import ModelArgumentError
-from ..tokens.graph_mode import exporting_or_tracing, may_branch_on_size
+from ...errors import ModelArgumentError
+from ...tokens.graph_mode import exporting_or_tracing, may_branch_on_size
 
 PATHS = ('reference', 'torch', 'triton')
 HEAD_SIZES = (16, 32, 64, 128)     # the head sizes the Triton kernels take
@@ -75,7 +75,7 @@ def force_path(name):
 @functools.cache
 def triton_kernels():
     """The Triton kernels by name (:data:`~..kernels.KERNELS`), or None when Triton does not import."""
-    from ...kernels import load_kernels
+    from ....kernels import load_kernels
 
     try:
         return load_kernels()

@@ -43,14 +43,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import ModelArgumentError, check_heads
-from ..tokens.graph_mode import exporting_or_tracing
-from ..tokens.masks import from_windows, to_windows
-from .fused_linear import linear
-from .inline_autograd import attend_gpu_train
-from .inline_gpu import attend_gpu
-from .inline_paths import choose, with_fallback
-from .inline_reference import inline_attention_reference
+from ...errors import ModelArgumentError, check_heads
+from ...layers.fused_linear import linear
+from ...tokens.graph_mode import exporting_or_tracing
+from ...tokens.masks import from_windows, to_windows
+from .autograd import attend_gpu_train
+from .gpu import attend_gpu
+from .paths import choose, with_fallback
+from .reference import inline_attention_reference
 
 KERNEL_FUNCTIONS = {
     'identity': lambda x: x,

@@ -1,28 +1,9 @@
-"""The GPU inference forms of InLine attention and of the blocks' LayerNorm, on the Triton kernels (taken when
-:func:`~.inline_paths.choose` says ``'triton'``)."""
+"""The GPU inference forms of InLine attention, on the Triton kernels (taken when :func:`~.paths.choose` says
+``'triton'``)."""
 import torch
 import torch.nn.functional as F
 
-from .inline_paths import choose, triton_kernels, with_fallback
-
-
-def compute_dtype(x):
-    """The dtype GEMMs run in for ``x``: the autocast dtype of its device when autocast is on, else its own."""
-    if torch.is_autocast_enabled(x.device.type):
-        return torch.get_autocast_dtype(x.device.type)
-    return x.dtype
-
-
-def layer_norm(norm, x):
-    """``norm(x)`` for an ``nn.LayerNorm`` whose output feeds a linear layer: on the ``'triton'`` path one
-    kernel that writes the GEMMs' dtype (:mod:`..kernels.layer_norm_triton`), else ``F.layer_norm``."""
-    def plain(x):
-        return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
-
-    if choose(x).name != 'triton':
-        return plain(x)
-    return with_fallback(lambda x: triton_kernels().layer_norm(x, norm.weight, norm.bias, norm.eps, compute_dtype(x)),
-                         plain, x)
+from .paths import triton_kernels
 
 
 def block_diagonal(m):
