@@ -1,5 +1,5 @@
-"""The implementations of InLine attention (mixers/inline/paths.py) against the plain reference (mixers/inline/reference.py),
-and the reference against the N x N formula of the paper.
+"""The implementations of InLine attention (mixers/inline/paths.py) against the plain reference
+(mixers/inline/reference.py), and the reference against the N x N formula of the paper.
 
 The Triton path runs here on the CPU under Triton's interpreter (conftest.py sets ``TRITON_INTERPRET=1`` when no
 GPU is present); on a GPU, tests/test_gpu_paths.py runs the same comparisons at real sizes. Tolerances: fp32

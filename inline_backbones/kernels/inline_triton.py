@@ -1,6 +1,6 @@
-"""Triton kernels of InLine attention's GPU path: three per layer in inference (:func:`~inline_backbones.models.mixers.inline.gpu.attend_gpu`),
-whatever the batch size, and a fourth for training's backward (:mod:`~inline_backbones.models.mixers.inline.autograd`) (``b`` an image, ``t`` a
-token, ``c = head * d + j``):
+"""Triton kernels of InLine attention's GPU path: three per layer in inference
+(:func:`~inline_backbones.models.mixers.inline.gpu.attend_gpu`), whatever the batch size, and a fourth for training's
+backward (:mod:`~inline_backbones.models.mixers.inline.autograd`) (``b`` an image, ``t`` a token, ``c = head * d + j``):
 
 * :func:`kv_statistics`: one pass over ``x``, ``k`` and ``v`` (k, v read in place from the projection's
   (B, N, 2C) output). Per (image, head, split of the tokens) it sums over the image's own tokens

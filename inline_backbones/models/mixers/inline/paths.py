@@ -14,8 +14,8 @@ that maps each name to its function is :data:`~.inline_attention.IMPLEMENTATIONS
 * ``'triton-train'``: :func:`~.inline_autograd.attend_gpu_train`, GPU training: the same kernels with a
   written-out backward (InLine attention with the identity kernel and the local residual, the released layers).
 
-and of the blocks' LayerNorm (:func:`~inline_backbones.models.layers.layer_norm.layer_norm`): ``'torch'`` (``F.layer_norm``) or ``'triton'``
-(one kernel that writes the GEMMs' dtype; no backward).
+and of the blocks' LayerNorm (:func:`~inline_backbones.models.layers.layer_norm.layer_norm`): ``'torch'``
+(``F.layer_norm``) or ``'triton'`` (one kernel that writes the GEMMs' dtype; no backward).
 
 :func:`choose` decides from the input and the layer, in this order: a path forced by :func:`force_path` (except
 that a layer without a backward never takes a Triton path while gradients are on); ``'torch'`` unless the tensor
