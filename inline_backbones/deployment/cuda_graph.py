@@ -5,8 +5,8 @@ InLine-Swin-T at 1120x1120 launches about 600 kernels for a few milliseconds of 
 replays all of them with one launch. :class:`CUDAGraphBackbone` captures the eager model (so InLine layers
 take their Triton GPU path, chosen by :func:`inline_backbones.models.mixers.inline.paths.choose`) for one input
 shape, dtype and autocast setting; each call copies the input into the captured buffer and replays. This is the
-package's equivalent of ``torch.compile(model, mode='reduce-overhead')`` without compilation (which traces the generic path and
-compiles for tens of seconds); both work.
+package's equivalent of ``torch.compile(model, mode='reduce-overhead')`` without compilation (which traces the
+generic path and compiles for tens of seconds); both work.
 
 Usage::
 
