@@ -10,6 +10,8 @@ under 2e-2 (bf16) / 3e-3 (fp16).
 """
 import copy
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -18,7 +20,14 @@ from conftest import naive_inline_attention
 from inline_backbones.models.mixers.inline import paths as inline_paths
 from inline_backbones.models.mixers.inline.attention import KERNEL_FUNCTIONS, InLineAttention
 from inline_backbones.models.mixers.inline.gpu import block_diagonal
-from inline_backbones.models.mixers.inline.paths import PATHS, Implementation, choose, force_path, triton_kernels
+from inline_backbones.models.mixers.inline.paths import (
+    PATHS,
+    Implementation,
+    choose,
+    force_path,
+    set_path,
+    triton_kernels,
+)
 from inline_backbones.models.mixers.inline.reference import inline_attention_reference
 from inline_backbones.models.mixers.pvt_attention import InLinePVTAttention
 from inline_backbones.models.tokens.token_map import TokenMap
@@ -188,6 +197,39 @@ def test_choose():
         with force_path('fast'):
             pass
     assert set(PATHS) == {'reference', 'torch', 'triton'}
+
+
+def test_a_process_wide_path_holds_until_reset_and_force_path_wins_within_its_block(monkeypatch):
+    monkeypatch.setattr(inline_paths, '_default', None)
+    x, attn = torch.randn(1, 4, 32), InLineAttention(32, 1)
+    assert set_path('reference') == 'auto'
+    assert choose(x, attn) == Implementation('reference') and choose(x) == Implementation('reference')
+    with force_path('torch'):
+        assert choose(x, attn) == Implementation('torch')
+    assert choose(x, attn) == Implementation('reference')
+    assert set_path('auto') == 'reference'
+    assert choose(x, attn) == Implementation('torch')
+    with pytest.raises(ValueError, match=r"set_path: 'fast' is not an InLine attention path: choose one of .* or auto"):
+        set_path('fast')
+    assert choose(x, attn) == Implementation('torch')
+
+
+@pytest.mark.parametrize('value, expected', [('reference', 'reference'), ('auto', 'torch'), ('', 'torch')])
+def test_the_environment_variable_sets_the_path_at_import(value, expected):
+    code = ('import torch; from inline_backbones.models.mixers.inline.paths import choose; '
+            'print(choose(torch.randn(1, 4, 32)).name)')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                         env={**os.environ, 'INLINE_ATTN_PATH': value}, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == expected, out.stderr
+
+
+def test_an_unknown_path_in_the_environment_variable_is_an_error_naming_it():
+    code = 'import inline_backbones.models.mixers.inline.paths'
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                         env={**os.environ, 'INLINE_ATTN_PATH': 'fastest'}, timeout=300)
+    assert out.returncode == 1
+    assert ("the environment variable INLINE_ATTN_PATH = 'fastest' is not an InLine attention path: choose one of "
+            "('reference', 'torch', 'triton') or auto") in out.stderr
 
 
 class _Input:

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from inline_backbones.cli import exit_on_user_error
-from inline_backbones.data.tool_inputs import ToolInputError, check_checkpoint, check_config, image_inputs, read_config
+from inline_backbones.data.tool_inputs import ToolInputError, check_checkpoint, check_config, read_config
+from inline_runtime.images import RuntimeInputError, image_inputs
 
 
 def _image(path, shape=(8, 10, 3)):
@@ -92,13 +93,13 @@ def test_named_files_must_exist_and_be_images(tmp_path):
     a = _image(tmp_path / 'a.jpg')
     (tmp_path / 'labels.json').write_text('{}')
     assert image_inputs([a, a]) == ([a, a], [])
-    with pytest.raises(ToolInputError, match=rf"^image not found: '{tmp_path}/b.jpg' \(did you mean '.*/a.jpg'"):
+    with pytest.raises(RuntimeInputError, match=rf"^image not found: '{tmp_path}/b.jpg' \(did you mean '.*/a.jpg'"):
         image_inputs([a, str(tmp_path / 'b.jpg')])
-    with pytest.raises(ToolInputError, match=rf"^'{tmp_path}/labels.json' is not an image OpenCV can read .*: give "
+    with pytest.raises(RuntimeInputError, match=rf"^'{tmp_path}/labels.json' is not an image OpenCV can read .*: give "
                        r'image files, or a folder \(whose other files are skipped\)$'):
         image_inputs([str(tmp_path / 'labels.json')])
     os.remove(a)
-    with pytest.raises(ToolInputError, match=rf"^no image in '{tmp_path}' \(1 other file\(s\) skipped\)$"):
+    with pytest.raises(RuntimeInputError, match=rf"^no image in '{tmp_path}' \(1 other file\(s\) skipped\)$"):
         image_inputs([str(tmp_path)])
 
 

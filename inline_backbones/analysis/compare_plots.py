@@ -4,7 +4,7 @@ uniform against the token count N."""
 import numpy as np
 
 from .compare import KINDS
-from .plots import _save, plt
+from .plots import _save, finish_panel, plt
 
 MARKERS = 'osv^D'   # one per attention (KINDS), drawn shrinking so that equal values stay visible
 
@@ -26,12 +26,7 @@ def _panel(ax, summary, labels, names, key, title, kinds=KINDS, log=False):
         if not np.all(np.isnan(values)):
             index = KINDS.index(kind)
             ax.plot(x, values, marker=MARKERS[index], markersize=7 - index, color=f'C{index}', label=kind)
-    if log:
-        ax.set_yscale('log')
-    ax.set_title(title, fontsize=9)
-    ax.set_xticks(x, names, rotation=60, fontsize=7)
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
+    finish_panel(ax, title, x, names, log)
 
 
 def _figure(path, panels, summary, title):

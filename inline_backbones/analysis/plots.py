@@ -21,6 +21,17 @@ def _save(fig, path):
     Image.open(buffer).convert('RGB').quantize(colors=128).save(path, optimize=True)
 
 
+def finish_panel(ax, title, x, names, log=False):
+    """A line panel's common dress: log scale if ``log``, ``title``, the entries ``names`` at ``x`` as tick labels,
+    the legend and a light grid."""
+    if log:
+        ax.set_yscale('log')
+    ax.set_title(title, fontsize=9)
+    ax.set_xticks(x, names, rotation=60, fontsize=7)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+
+
 def plot_query_maps(path, image, points, maps, title):
     """For each query point (x, y in pixels): the image with the point, then ``N A_i`` of InLine and of
     linear attention over the image (maps (P, H, W) each; 1 = uniform weight, blue = negative)."""
@@ -69,12 +80,7 @@ def plot_layer_summary(path, summary, title):
     for ax, (panel, series, log) in zip(axes.flat, panels, strict=False):
         for label, key in series:
             ax.plot(x, col(key), marker='o', label=label)
-        if log:
-            ax.set_yscale('log')
-        ax.set_title(panel, fontsize=9)
-        ax.set_xticks(x, names, rotation=60, fontsize=7)
-        ax.legend(fontsize=7)
-        ax.grid(alpha=0.3)
+        finish_panel(ax, panel, x, names, log)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     _save(fig, path)

@@ -378,6 +378,26 @@ def keys_line(title, keys, limit=20):
     return f'  {title} ({len(keys)}): ' + ', '.join(keys[:limit]) + (' ...' if len(keys) > limit else '')
 
 
+PREFIX_HINT = "; a detector's or segmentor's checkpoint needs prefix='backbone.' (init_cfg prefix)"
+
+
+def prefix_hint(keys):
+    """:data:`PREFIX_HINT` where ``keys`` are a detector's or segmentor's (``backbone.*``), else ``''``."""
+    return PREFIX_HINT if any(k.startswith('backbone.') for k in keys) else ''
+
+
+def released_or_ours(keys, released, ours, family, formats):
+    """Check that a file's ``keys`` are in one format: the authors' released one (``released``: those of its keys in
+    it) or ours (``ours``); otherwise :class:`CheckpointMismatchError` listing them, naming ``family`` and the two
+    formats' key patterns (``formats``)."""
+    if released and ours:
+        raise CheckpointMismatchError(f'its keys mix the released {family} format and ours:\n' + keys_line(
+            'released-format keys', released) + '\n' + keys_line('our keys', ours))
+    if not released and not ours:
+        raise CheckpointMismatchError(f'its keys are in no {family} checkpoint format ({formats}){prefix_hint(keys)}:\n'
+                                      + keys_line('unexpected in checkpoint', keys))
+
+
 def check_state_dict(model, state_dict, source, optional_prefixes=(), hint=None):
     """Raise :class:`CheckpointMismatchError` naming every key of ``model`` missing from ``state_dict``
     (except those starting with ``optional_prefixes``), every unexpected key and every shape mismatch.

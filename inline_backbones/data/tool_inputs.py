@@ -2,9 +2,8 @@
 and the images. Each problem is a :class:`ToolInputError` whose message names it and the fix in one line; the tools
 print it as their last line and exit with status 1 (:func:`inline_backbones.cli.exit_on_user_error`).
 
-Images are recognised by their content, as OpenCV (which mmcv reads them with) recognises them
-(``cv2.haveImageReader``: the file's signature, not its extension). A folder's files that are not images are
-skipped and listed; a file named on the command line that is not an image is an error.
+The images the tools take are found by :func:`inline_runtime.images.image_inputs` (by their content, as OpenCV
+recognises them); its :class:`~inline_runtime.images.RuntimeInputError` is a user's error to the tools too.
 """
 import os.path as osp
 
@@ -59,14 +58,3 @@ def check_checkpoint(path):
         raise ToolInputError(str(err)) from None
     return path
 
-
-def image_inputs(inputs):
-    """``(images, skipped)`` for the command line's ``inputs`` (files, or folders):
-    :func:`inline_runtime.images.image_inputs`, its errors as :class:`ToolInputError`."""
-    from inline_runtime.images import RuntimeInputError
-    from inline_runtime.images import image_inputs as find_images
-
-    try:
-        return find_images(inputs)
-    except RuntimeInputError as err:
-        raise ToolInputError(str(err)) from None

@@ -25,9 +25,10 @@ import numpy as np
 from mmengine.config import DictAction
 
 from inline_runtime.backends import PRECISIONS, RUNTIMES
+from inline_runtime.images import image_inputs
 
 from ..cli import progress
-from ..data.tool_inputs import ToolInputError, check_checkpoint, check_config, image_inputs
+from ..data.tool_inputs import ToolInputError, check_checkpoint, check_config
 from .whole import WholeExportMismatch, check_whole, export_whole, load_task_model
 
 TOOL = 'export_onnx'

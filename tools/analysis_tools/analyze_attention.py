@@ -20,7 +20,8 @@ from inline_backbones.analysis.inputs import build_backbone, config_resize
 from inline_backbones.analysis.layer import AnalysisSettings
 from inline_backbones.analysis.run import analyze_attention
 from inline_backbones.cli import exit_on_user_error, run_tool
-from inline_backbones.data.tool_inputs import check_checkpoint, check_config, image_inputs
+from inline_backbones.data.tool_inputs import check_checkpoint, check_config
+from inline_runtime.images import image_inputs
 
 
 def parse_point(text):

@@ -27,7 +27,8 @@ from inline_backbones.analysis.compare_run import compare_attention
 from inline_backbones.analysis.inputs import build_backbone, fan_in_weights
 from inline_backbones.benchmark.options import parse_size
 from inline_backbones.cli import exit_on_user_error, progress, run_tool
-from inline_backbones.data.tool_inputs import check_checkpoint, image_inputs
+from inline_backbones.data.tool_inputs import check_checkpoint
+from inline_runtime.images import image_inputs
 
 
 def main(argv=None):

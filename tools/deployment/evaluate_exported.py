@@ -12,9 +12,9 @@ See ``inline_backbones/deployment/evaluate.py``.
 import argparse
 
 from inline_backbones.cli import run_tool
-from inline_backbones.data.tool_inputs import image_inputs
 from inline_backbones.deployment.evaluate import detection_ap, segmentation_iou
 from inline_runtime import RuntimeInputError, load
+from inline_runtime.images import image_inputs
 
 
 def main(argv=None):

@@ -27,7 +27,7 @@ its new head).
 """
 import re
 
-from ...checkpoints.loading import CheckpointMismatchError, FilteredStateDict, fit_head, keys_line
+from ...checkpoints.loading import FilteredStateDict, fit_head, released_or_ours
 
 HINT = 'check arch, attn_type and that this is an InLine-CSwin checkpoint'
 
@@ -74,16 +74,8 @@ def checkpoint_filter_fn(state_dict, model):
     keys = list(state_dict)
     released = [k for k in keys if k.startswith(RELEASED_KEYS) and not k.startswith(OUR_KEYS)]
     ours = [k for k in keys if k.startswith(OUR_KEYS)]
-    if released and ours:
-        raise CheckpointMismatchError('its keys mix the released InLine-CSwin format and ours:\n' + keys_line(
-            'released-format keys', released) + '\n' + keys_line('our keys', ours))
-    if not released and not ours:
-        hint = ''
-        if any(k.startswith('backbone.') for k in keys):
-            hint = "; a detector's or segmentor's checkpoint needs prefix='backbone.' (init_cfg prefix)"
-        raise CheckpointMismatchError('its keys are in no InLine-CSwin checkpoint format (released: '
-                                      'stage1_conv_embed.*, stage{s}.*, merge{m}.*; ours: patch_embed.*, layers.*)'
-                                      f'{hint}:\n' + keys_line('unexpected in checkpoint', keys))
+    released_or_ours(keys, released, ours, 'InLine-CSwin',
+                     'released: stage1_conv_embed.*, stage{s}.*, merge{m}.*; ours: patch_embed.*, layers.*')
     own = model.state_dict()
     state_dict = from_released(state_dict)
     optional = tuple(f'norm{i}.' for i in range(len(model.layers)))       # the backbone's output norms

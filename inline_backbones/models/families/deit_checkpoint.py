@@ -19,7 +19,7 @@ import re
 
 from timm.layers import resample_abs_pos_embed
 
-from ...checkpoints.loading import CheckpointMismatchError, FilteredStateDict, fit_head, keys_line
+from ...checkpoints.loading import FilteredStateDict, fit_head, released_or_ours
 
 HINT = 'check arch, img_size and that this is an InLine-DeiT checkpoint'
 
@@ -56,12 +56,7 @@ def checkpoint_filter_fn(state_dict, model):
     keys = list(state_dict)
     released = [k for k in keys if k.startswith(RELEASED_KEYS)]
     ours = [k for k in keys if k.startswith(OUR_KEYS)]
-    if released and ours:
-        raise CheckpointMismatchError('its keys mix the released InLine-DeiT format and ours:\n' + keys_line(
-            'released-format keys', released) + '\n' + keys_line('our keys', ours))
-    if not released and not ours:
-        raise CheckpointMismatchError('its keys are in no InLine-DeiT checkpoint format (released: blocks.*; ours: '
-                                      'layers.*):\n' + keys_line('unexpected in checkpoint', keys))
+    released_or_ours(keys, released, ours, 'InLine-DeiT', 'released: blocks.*; ours: layers.*')
     state_dict = fit_position_embedding(from_released(state_dict), model)
     state_dict, head_optional = fit_head(state_dict, model.state_dict())
     return FilteredStateDict(state_dict, optional_prefixes=head_optional, hint=HINT)

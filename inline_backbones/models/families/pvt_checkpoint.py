@@ -17,7 +17,7 @@ count than the model's, which is dropped (the model keeps its new head).
 """
 import re
 
-from ...checkpoints.loading import CheckpointMismatchError, FilteredStateDict, fit_head, keys_line
+from ...checkpoints.loading import FilteredStateDict, fit_head, released_or_ours
 
 HINT = 'check arch, attn_type and that this is an InLine-PVT checkpoint'
 
@@ -43,16 +43,8 @@ def checkpoint_filter_fn(state_dict, model):
     keys = list(state_dict)
     released = [k for k in keys if _RELEASED.fullmatch(k)]
     ours = [k for k in keys if k.startswith('layers.')]
-    if released and ours:
-        raise CheckpointMismatchError('its keys mix the released InLine-PVT format and ours:\n' + keys_line(
-            'released-format keys', released) + '\n' + keys_line('our keys', ours))
-    if not released and not ours:
-        hint = ''
-        if any(k.startswith('backbone.') for k in keys):
-            hint = "; a detector's or segmentor's checkpoint needs prefix='backbone.' (init_cfg prefix)"
-        raise CheckpointMismatchError('its keys are in no InLine-PVT checkpoint format (released: pos_embed{i}, '
-                                      f'patch_embed{{i}}.*, block{{i}}.*; ours: layers.*){hint}:\n'
-                                      + keys_line('unexpected in checkpoint', keys))
+    released_or_ours(keys, released, ours, 'InLine-PVT',
+                     'released: pos_embed{i}, patch_embed{i}.*, block{i}.*; ours: layers.*')
     state_dict, optional = fit_head(from_released(state_dict), model.state_dict())
     return FilteredStateDict(state_dict, optional_prefixes=optional, hint=HINT)
 

@@ -30,7 +30,7 @@ Key formats accepted:
 """
 import re
 
-from ...checkpoints.loading import CheckpointMismatchError, FilteredStateDict, fit_head, keys_line
+from ...checkpoints.loading import CheckpointMismatchError, FilteredStateDict, fit_head, keys_line, prefix_hint
 
 # Buffers of the released models that our modules rebuild instead of keeping in their state dicts.
 RELEASED_BUFFERS = ('.relative_position_index', '.attn_mask')
@@ -112,13 +112,11 @@ def detect_format(state_dict):
         return 'released'
     if mmdet:
         return 'mmdet'
-    hint = ''
-    if any(k.startswith('backbone.') for k in keys):
-        hint = "; a detector's or segmentor's checkpoint needs prefix='backbone.' (init_cfg prefix)"
     raise CheckpointMismatchError(
         'its keys are in no InLine-Swin checkpoint format (released InLine-Swin / timm: '
         f'{", ".join(p + "*" for p in RELEASED_KEYS)}; mmdet / mmpretrain Swin: '
-        f'{", ".join(p + "*" for p in MMDET_KEYS)}){hint}:\n' + keys_line('unexpected in checkpoint', keys))
+        f'{", ".join(p + "*" for p in MMDET_KEYS)}){prefix_hint(keys)}:\n'
+        + keys_line('unexpected in checkpoint', keys))
 
 
 def checkpoint_filter_fn(state_dict, model):

@@ -150,7 +150,7 @@ class InLineAttention(nn.Module):
     def attend(self, x, hw_shape, mask=None):
         """The layer on the (B, N, C) tokens of one ``hw_shape`` map (or a batch of windows); ``mask``
         (B, N, 1), true or 1 on each image's own tokens, makes it padding-aware. The implementation is the one
-        :func:`~.inline_paths.choose` names (:data:`IMPLEMENTATIONS`); a Triton one falls back to ``'torch'``
+        :func:`~.paths.choose` names (:data:`IMPLEMENTATIONS`); a Triton one falls back to ``'torch'``
         where its kernels cannot be built."""
         name, fold = choose(x, self)
         if name.startswith('triton'):
@@ -237,7 +237,7 @@ class InLineAttention(nn.Module):
         W_q^T P costs C^3 MACs and saves a pass over q (N x C), so it is taken when N > C. It adds
         FLOPs when C^3 > N C d (at 224, stage 3), so FLOP counting (jit tracing) takes :meth:`_output`,
         the arithmetic the paper counts (4.5G for InLine-Swin-T at 224), and so does export, whose graph
-        serves every size (the rule: :func:`~.inline_paths.choose`)."""
+        serves every size (the rule: :func:`~.paths.choose`)."""
         B, N, C = x.shape
         h, d = self.num_heads, self.head_dims
         m = m.view(B, h, d, d)
@@ -297,7 +297,7 @@ class InLineAttention(nn.Module):
                 + ('' if self.window_size is None else f', window_size={self.window_size}, shift={self.shift}'))
 
 
-# InLine attention's implementations by the name :func:`~.inline_paths.choose` gives (its module docstring says
+# InLine attention's implementations by the name :func:`~.paths.choose` gives (its module docstring says
 # which runs when), each ``fn(attn, x, hw_shape, mask, fold)``; ``fold`` is only ever true for 'torch' and 'triton'.
 IMPLEMENTATIONS = {
     'reference': lambda attn, x, hw_shape, mask, fold: inline_attention_reference(attn, x, hw_shape, mask),

@@ -7,9 +7,9 @@ Per image and head (identity kernel; the own tokens: all N, or the n where ``mas
     r = dwconv3x3(v; K) + vbar                                 (K: per-image 3x3 kernels, an input)
     o = q blockdiag(M) + r
 
-:class:`InLineCore` computes ``o`` from ``qkv`` and ``K`` with the kernels of :mod:`..kernels.inline_triton`;
-the projections, the kernel predictor ``K = residual(mean x)`` and ``proj`` stay ordinary autograd ops around
-it (:func:`attend_gpu_train`). Its backward, from ``g = dL/do``::
+:class:`InLineCore` computes ``o`` from ``qkv`` and ``K`` with the kernels of
+:mod:`inline_backbones.kernels.inline_triton`; the projections, the kernel predictor ``K = residual(mean x)`` and
+``proj`` stay ordinary autograd ops around it (:func:`attend_gpu_train`). Its backward, from ``g = dL/do``::
 
     dq = g blockdiag(M)^T;   dM = the diagonal (head) blocks of q^T g
     dK, dvbar_r = sum_t g_t v_(t + tap), sum_t g_t      (Triton reduction; the forward's neighbour rule)

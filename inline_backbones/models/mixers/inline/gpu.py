@@ -17,10 +17,11 @@ def block_diagonal(m):
 def attend_gpu(attn, x, hw_shape, mask=None, fold=False):
     """InLine attention of ``attn`` on the (B, N, C) tokens ``x`` with the Triton kernels (inference).
 
-    ``k, v = kv(x)`` (one GEMM, read in place by the kernels); :func:`~..kernels.inline_triton.kv_statistics`
-    and ``finalize`` give ``M``, the residual's bias and its 3x3 kernels (predicted from ``mean(x)``) in fp32;
-    :func:`~..kernels.inline_triton.depthwise3x3` writes ``r = dwconv3x3(v) + bias``.
-    With ``fold`` (the identity kernel and N > C, :func:`~.inline_paths.choose`) ``q M`` is folded into ``proj``
+    ``k, v = kv(x)`` (one GEMM, read in place by the kernels);
+    :func:`~inline_backbones.kernels.inline_triton.kv_statistics` and ``finalize`` give ``M``, the residual's bias
+    and its 3x3 kernels (predicted from ``mean(x)``) in fp32;
+    :func:`~inline_backbones.kernels.inline_triton.depthwise3x3` writes ``r = dwconv3x3(v) + bias``.
+    With ``fold`` (the identity kernel and N > C, :func:`~.paths.choose`) ``q M`` is folded into ``proj``
     (as on the CPU path: ``y = proj(r) + x P``, ``P = W_q^T blockdiag(M) W_p^T`` in fp32, ``bias = mean(v) +
     b_q M``), so q is never formed; otherwise ``y = proj(r + phi(q) blockdiag(M))``. The launches do not depend on
     the batch size.

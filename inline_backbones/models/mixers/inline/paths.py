@@ -1,40 +1,43 @@
 """Which implementation computes InLine attention and the blocks' LayerNorms: one decision, :func:`choose`.
 
-The implementations of InLine attention (one function, stated by :mod:`.inline_reference`), by name; the table
-that maps each name to its function is :data:`~.inline_attention.IMPLEMENTATIONS`, each called as
+The implementations of InLine attention (one function, stated by :mod:`.reference`), by name; the table
+that maps each name to its function is :data:`~.attention.IMPLEMENTATIONS`, each called as
 ``fn(attn, x, hw_shape, mask, fold)``:
 
-* ``'reference'``: :func:`~.inline_reference.inline_attention_reference`, plain PyTorch, one image at a time. The
+* ``'reference'``: :func:`~.reference.inline_attention_reference`, plain PyTorch, one image at a time. The
   spec every other implementation is tested against; never chosen unless forced.
-* ``'torch'``: :func:`~.inline_attention.attend_torch`, batched PyTorch with the CPU's fast forms (oneDNN fused
+* ``'torch'``: :func:`~.attention.attend_torch`, batched PyTorch with the CPU's fast forms (oneDNN fused
   linears). Differentiable and capturable: it is what training, ``torch.compile``, ``torch.export``/ONNX and FLOP
   counting run, on every device.
 * ``'triton'``: :func:`~.gpu.attend_gpu`, GPU inference: one projection GEMM for k and v and three Triton
   kernels; the launches per layer do not depend on the batch size.
-* ``'triton-train'``: :func:`~.inline_autograd.attend_gpu_train`, GPU training: the same kernels with a
+* ``'triton-train'``: :func:`~.autograd.attend_gpu_train`, GPU training: the same kernels with a
   written-out backward (InLine attention with the identity kernel and the local residual, the released layers).
 
 and of the blocks' LayerNorm (:func:`~inline_backbones.models.layers.layer_norm.layer_norm`): ``'torch'``
 (``F.layer_norm``) or ``'triton'`` (one kernel that writes the GEMMs' dtype; no backward).
 
-:func:`choose` decides from the input and the layer, in this order: a path forced by :func:`force_path` (except
-that a layer without a backward never takes a Triton path while gradients are on); ``'torch'`` unless the tensor
+:func:`choose` decides from the input and the layer, in this order: a path forced by :func:`force_path` within a
+block, else the process-wide one of :func:`set_path` or of the environment variable ``INLINE_ATTN_PATH`` (read at
+import; ``auto`` or unset: none) (except that a layer without a backward never takes a Triton path while gradients
+are on); ``'torch'`` unless the tensor
 is on a CUDA GPU of compute capability 8.0 or more (Ampere: bf16 and TF32 tensor cores; not ROCm), no graph is
 being captured, the dtype is fp32/bf16/fp16, Triton imports, no kernel has failed to build in this process, the
 head size (attention) is 16, 32, 64 or 128, and gradients are off or the layer has a backward on the Triton path;
 then ``'triton-train'`` with gradients on, ``'triton'`` without. It also decides ``fold``: with the identity kernel,
 ``q M`` folded into ``proj`` when the map has more tokens than channels (N > C), on ``'torch'`` and ``'triton'``,
-in eager mode only (:func:`~..tokens.graph_mode.may_branch_on_size`: a captured graph serves every size, and FLOP
+in eager mode only (:func:`~...tokens.graph_mode.may_branch_on_size`: a captured graph serves every size, and FLOP
 counts are those of the paper's order of operations).
 
 A kernel that fails to build on a GPU is logged once and the generic implementation runs, then and for the rest of
 the process (:func:`with_fallback`). Adding a GPU kernel: write it in ``kernels/`` and list it in
-:data:`~..kernels.KERNELS`; call it by name from :func:`triton_kernels` in an implementation with the signature
-above; give that implementation a name in :data:`~.inline_attention.IMPLEMENTATIONS` and a rule here.
+:data:`~inline_backbones.kernels.KERNELS`; call it by name from :func:`triton_kernels` in an implementation with the
+signature above; give that implementation a name in :data:`~.attention.IMPLEMENTATIONS` and a rule here.
 """
 import contextlib
 import functools
 import logging
+import os
 from typing import NamedTuple
 
 import torch
@@ -44,6 +47,7 @@ from ...tokens.graph_mode import exporting_or_tracing, may_branch_on_size
 
 PATHS = ('reference', 'torch', 'triton')
 HEAD_SIZES = (16, 32, 64, 128)     # the head sizes the Triton kernels take
+ENV_VAR = 'INLINE_ATTN_PATH'       # the process-wide path at import: one of PATHS, or auto
 _forced = None
 _failed = None   # the error of a Triton kernel that could not be built on this GPU: the generic path from then on
 _logger = logging.getLogger(__name__)
@@ -55,6 +59,29 @@ class Implementation(NamedTuple):
 
     name: str
     fold: bool = False
+
+
+def _checked(name, source):
+    """``name`` if it is a path (None for ``'auto'``), else :class:`~...errors.ModelArgumentError` naming
+    ``source``."""
+    if name in (None, 'auto'):
+        return None
+    if name not in PATHS:
+        raise ModelArgumentError(f'{source} {name!r} is not an InLine attention path: choose one of {PATHS} or auto')
+    return name
+
+
+_default = _checked(os.environ.get(ENV_VAR, '').strip() or None, f'the environment variable {ENV_VAR} =')
+
+
+def set_path(name):
+    """Every InLine layer and block norm of the process takes the path ``name`` (one of :data:`PATHS`; ``'auto'``
+    or None: :func:`choose`'s rule again) wherever :func:`force_path` does not pin another, as timm's
+    ``set_fused_attn``; the environment variable ``INLINE_ATTN_PATH`` sets the same at import. Returns the previous
+    setting."""
+    global _default
+    previous, _default = _default, _checked(name, 'set_path:')
+    return previous or 'auto'
 
 
 @contextlib.contextmanager
@@ -74,7 +101,7 @@ def force_path(name):
 
 @functools.cache
 def triton_kernels():
-    """The Triton kernels by name (:data:`~..kernels.KERNELS`), or None when Triton does not import."""
+    """The Triton kernels by name (:data:`~inline_backbones.kernels.KERNELS`), or None when Triton does not import."""
     from ....kernels import load_kernels
 
     try:
@@ -106,9 +133,8 @@ def choose(x, layer=None):
     ``head_dims``, ``kernel_func``, ``local_residual``; None: a LayerNorm). See the module docstring."""
     has_backward = layer is not None and layer.kernel_func == 'identity' and layer.local_residual
     training = torch.is_grad_enabled()
-    if _forced is not None:
-        path = _forced
-    else:
+    path = _forced or _default
+    if path is None:
         path = 'triton' if _triton_runs(x, None if layer is None else layer.head_dims) else 'torch'
     if path == 'triton' and training:
         path = 'triton-train' if has_backward else 'torch'

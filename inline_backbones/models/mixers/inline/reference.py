@@ -1,6 +1,6 @@
 """The plain reference of InLine attention: the released formula, written for reading, not for speed.
 
-Every fast path (:mod:`.inline_paths`) is tested against this function. For the (B, N, C) tokens ``x`` of an
+Every fast path (:mod:`.paths`) is tested against this function. For the (B, N, C) tokens ``x`` of an
 H x W map, ``h`` heads of ``d = C / h`` channels, ``s = d ** -0.5`` and, per image, its own tokens (all
 ``N``, or those where ``mask`` is true: ``n`` of them)::
 
