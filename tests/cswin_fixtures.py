@@ -5,10 +5,7 @@ released ``la_split_size`` ``56-28-14-7`` (layouts ``IISS``, the released one, a
 the logits of both state dicts for a fixed input, and the key shapes and parameter counts of the full T/S/B. The same
 functions as ``released_fixtures.py`` / ``pvt_fixtures.py`` (``logit_cases``, ``expected_stage_tokens``,
 ``released_classifier``)."""
-import json
-
-import timm
-from released_fixtures import FIXTURES_ROOT, load_expected, require
+from released_fixtures import FIXTURES_ROOT, classifier_from_file, load_expected, released_state_dict_shapes, require
 
 CSWIN_DIR = FIXTURES_ROOT / 'inline-cswin'
 LAYOUTS = ('IISS', 'SSII')
@@ -29,7 +26,7 @@ def expected(layout):
 def released(arch):
     """``{'builder', 'attn_type', 'la_split_size', 'img_size', 'cfg_file', 'params': N, 'state_dict': {key: shape}}``
     of the full released ``arch`` (``'tiny'``, ``'small'``, ``'base'``)."""
-    return json.loads(require(CSWIN_DIR / 'released_state_dict_shapes.json').read_text())[arch]
+    return released_state_dict_shapes(CSWIN_DIR, arch)
 
 
 def mini_arch(layout):
@@ -55,6 +52,4 @@ def expected_stage_tokens(layout):
 def released_classifier(layout, path=None, **kwargs):
     """``timm.create_model`` of :data:`TIMM_MODEL` with ``attn_type`` and the keyword overrides (e.g.
     :func:`mini_arch`'s, as the model takes them) from a released-format file."""
-    file = str(path or checkpoint_path(layout))
-    return timm.create_model(TIMM_MODEL, pretrained=True, pretrained_cfg_overlay=dict(file=file), attn_type=layout,
-                             **kwargs).eval()
+    return classifier_from_file(TIMM_MODEL, path or checkpoint_path(layout), attn_type=layout, **kwargs)

@@ -5,10 +5,7 @@ saves checkpoints, the tokens out of every block and the logits for fixed inputs
 counts of the full T/S/B (built at 224, 288 and 448, their released resolutions). The same functions as the other
 families' loaders (``logit_cases``, ``released_classifier``); a plain ViT has blocks, not stages:
 ``expected_block_tokens``."""
-import json
-
-import timm
-from released_fixtures import FIXTURES_ROOT, load_expected, require
+from released_fixtures import FIXTURES_ROOT, classifier_from_file, load_expected, released_state_dict_shapes, require
 
 DEIT_DIR = FIXTURES_ROOT / 'inline-deit'
 SIZES = (224, 288)
@@ -29,7 +26,7 @@ def expected(img_size):
 def released(arch):
     """``{'builder', 'img_size', 'cfg_file', 'params': N, 'state_dict': {key: shape}}`` of the full released ``arch``
     (``'tiny'``, ``'small'``, ``'base'``)."""
-    return json.loads(require(DEIT_DIR / 'released_state_dict_shapes.json').read_text())[arch]
+    return released_state_dict_shapes(DEIT_DIR, arch)
 
 
 def mini_arch(img_size):
@@ -52,6 +49,4 @@ def expected_block_tokens(img_size):
 def released_classifier(img_size, path=None, **kwargs):
     """``timm.create_model`` of :data:`TIMM_MODEL` at ``img_size`` with the keyword overrides (e.g.
     :func:`mini_arch`'s, as the model takes them) from a released-format file."""
-    file = str(path or checkpoint_path(img_size))
-    return timm.create_model(TIMM_MODEL, pretrained=True, pretrained_cfg_overlay=dict(file=file), img_size=img_size,
-                             **kwargs).eval()
+    return classifier_from_file(TIMM_MODEL, path or checkpoint_path(img_size), img_size=img_size, **kwargs)

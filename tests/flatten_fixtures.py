@@ -5,10 +5,7 @@
 authors' ``main.py`` saves checkpoints, the tokens out of each stage's last block and the logits for fixed inputs,
 and the key shapes and parameter counts of the full FLatten-Swin-T/S/B. The same functions as the other loaders
 (``logit_cases``, ``expected_stage_tokens``, ``released_classifier``), plus ``released_backbone``."""
-import json
-
-import timm
-from released_fixtures import FIXTURES_ROOT, load_expected, require
+from released_fixtures import FIXTURES_ROOT, classifier_from_file, load_expected, released_state_dict_shapes, require
 
 from inline_backbones import InLineSwinTransformer
 
@@ -32,7 +29,7 @@ def expected(name):
 def released(arch):
     """``{'config': {...}, 'cfg_file', 'params': N, 'state_dict': {key: shape}}`` of the full released ``arch``
     (``'tiny'``, ``'small'``, ``'base'``), as the authors' code builds it."""
-    return json.loads(require(FLATTEN_DIR / 'released_state_dict_shapes.json').read_text())[arch]
+    return released_state_dict_shapes(FLATTEN_DIR, arch)
 
 
 def model_kwargs(name):
@@ -59,10 +56,8 @@ def released_classifier(name, path=None, **kwargs):
     """``timm.create_model`` of :data:`TIMM_MODEL` over the fixture's arch from its released-format file (strict)."""
     options = model_kwargs(name)
     arch = options.pop('arch')
-    file = str(path or checkpoint_path(name))
-    return timm.create_model(TIMM_MODEL, pretrained=True, pretrained_cfg_overlay=dict(file=file),
-                             num_classes=expected(name)['arch']['num_classes'], drop_path_rate=0., **arch, **options,
-                             **kwargs).eval()
+    return classifier_from_file(TIMM_MODEL, path or checkpoint_path(name), drop_path_rate=0.,
+                                num_classes=expected(name)['arch']['num_classes'], **arch, **options, **kwargs)
 
 
 def released_backbone(name, **kwargs):

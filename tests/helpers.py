@@ -1,7 +1,8 @@
-"""What several test modules share besides the fixtures (``released_fixtures.py``, ``pvt_fixtures.py``), the padding
-cases (``padding_cases.py``) and the scripts' modules (``tool_modules.py``): OpenMMLab models built from this
-repository's configs, and the anchors of markdown headings. Test modules import these from here, never from one
-another. mmdet and mmseg are imported by the functions that use them."""
+"""What several test modules share besides the fixtures (``released_fixtures.py``, ``pvt_fixtures.py``, ...), the
+padding cases (``padding_cases.py``), the reference InLine attention (``reference_attention.py``, torch only) and the
+scripts' modules (``tool_modules.py``): OpenMMLab models built from this repository's configs, the options of small
+training runs, and the anchors of markdown headings. Test modules import these from here, never from one another.
+mmdet and mmseg are imported by the functions that use them."""
 import glob
 import os
 import re
@@ -14,6 +15,10 @@ import torch
 SWIN_SIZES = {(96, (2, 2, 6, 2), (3, 6, 12, 24)): 'tiny', (96, (2, 2, 18, 2), (3, 6, 12, 24)): 'small',
               (128, (2, 2, 18, 2), (4, 8, 16, 32)): 'base'}
 PVT_SIZES = {(2, 2, 2, 2): 'tiny', (3, 4, 6, 3): 'small', (3, 4, 18, 3): 'medium', (3, 8, 27, 3): 'large'}
+
+# ``--cfg-options`` of a small training run: the dataloaders start no worker processes.
+NO_WORKERS = {f'{split}_dataloader.{key}': value for split in ('train', 'val', 'test')
+              for key, value in (('num_workers', 0), ('persistent_workers', False))}
 
 FENCE = re.compile(r'^(\s*)(`{3,}|~{3,})\s*([\w+-]*)')
 

@@ -1,11 +1,13 @@
 """Shared pieces of the padding-aware tests: small presets, images, batches padded by mmdet's and mmseg's own
-data preprocessors (mmdet and mmseg imported there: a test without them is skipped), per-region comparison."""
+data preprocessors (mmdet and mmseg imported there: a test without them is skipped), per-region comparison, a mixer
+on a padded map against the image alone."""
 import math
 
 import pytest
 import torch
 
 from inline_backbones import InLineSwinTransformer
+from inline_backbones.models.tokens.token_map import TokenMap
 
 # The T/S/B layouts on a small trunk (embed 16, depths 2-2-4-2) so the tests stay fast.
 SMALL_PRESETS = {
@@ -95,3 +97,17 @@ def region_differences(model, make_batch, explicit):
             out = model(alone, image_shapes=alone_shapes if explicit and model.padding_aware else None)
             worst.append(relative_difference_on_region(batched, out, i, IMAGE_SIZES[i]))
     return worst
+
+
+def assert_padded_map_equals_image_alone(mixer, map_hw=(12, 12), image_hw=(7, 9)):
+    """``mixer`` on a map of ``map_hw`` tokens holding one image of ``image_hw`` tokens (the rest random: padding may
+    hold anything) equals it on the image's own tokens alone, on the image. Returns the map, for further checks."""
+    (H, W), (h, w), C = map_hw, image_hw, mixer.embed_dims
+    x = torch.randn(1, H * W, C)
+    own = x.view(1, H, W, C)[:, :h, :w].reshape(1, h * w, C)
+    region = torch.tensor([[h, w]])
+    with torch.no_grad():
+        padded = mixer(x, TokenMap.of(x, map_hw, region))
+        alone = mixer(own, TokenMap.of(own, image_hw, region))
+    torch.testing.assert_close(padded.view(H, W, C)[:h, :w], alone.view(h, w, C), rtol=1e-4, atol=1e-5)
+    return x

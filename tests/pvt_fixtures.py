@@ -3,10 +3,7 @@
 256x320 and 250x330, and the key shapes and parameter counts of the full T/S/M/L (``tests/fixtures/README.md``). The
 same functions as ``released_fixtures.py`` give what the tests of every family read (``released_classifier``,
 ``logit_cases``, ``expected_stage_tokens``)."""
-import json
-
-import timm
-from released_fixtures import FIXTURES_ROOT, load_expected, require
+from released_fixtures import FIXTURES_ROOT, classifier_from_file, load_expected, released_state_dict_shapes, require
 
 from inline_backbones import InLinePVT
 
@@ -28,7 +25,7 @@ def expected(layout):
 
 def released(arch):
     """``{'params': N, 'state_dict': {key: shape}, ...}`` of the full released ``arch`` (``'tiny'`` ...)."""
-    return json.loads(require(PVT_DIR / 'released_state_dict_shapes.json').read_text())[arch]
+    return released_state_dict_shapes(PVT_DIR, arch)
 
 
 def mini_arch(layout):
@@ -60,6 +57,5 @@ def expected_stage_tokens(layout):
 
 def released_classifier(layout, path=None, **kwargs):
     """``timm.create_model`` of the fixture's mini arch (keyword overrides) from a released-format file."""
-    file = str(path or checkpoint_path(layout))
-    return timm.create_model(TIMM_MODEL, pretrained=True, pretrained_cfg_overlay=dict(file=file), attn_type=layout,
-                             **mini_arch(layout), **kwargs).eval()
+    return classifier_from_file(TIMM_MODEL, path or checkpoint_path(layout), attn_type=layout, **mini_arch(layout),
+                                **kwargs)

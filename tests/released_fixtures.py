@@ -1,5 +1,6 @@
 """Access to the authors' released-format InLine-Swin fixtures in ``tests/fixtures/inline-swin``, and what every
-family's fixture loader shares (where the fixtures are, :func:`require`, the inputs, :func:`load_expected`).
+family's fixture loader shares (where the fixtures are, :func:`require`, the inputs, :func:`load_expected`, the
+released key shapes, :func:`classifier_from_file`).
 
 ``tests/fixtures/make_fixtures.py`` made them with the authors' own model code at 224x224 (``window_size=56``):
 small models (embed 4, depths 2-2-4-2, heads 1-2-4-8) in the released checkpoint format, and for the kernel
@@ -58,6 +59,17 @@ def load_expected(path):
     return expected
 
 
+def released_state_dict_shapes(directory, arch):
+    """The full released ``arch`` as the authors' code builds it (``{..., 'params': N, 'state_dict': {key: shape}}``),
+    from ``released_state_dict_shapes.json`` in a family's fixture ``directory``."""
+    return json.loads(require(directory / 'released_state_dict_shapes.json').read_text())[arch]
+
+
+def classifier_from_file(timm_model, file, **kwargs):
+    """``timm.create_model`` of ``timm_model`` (keyword overrides) from the released-format ``file``, in eval mode."""
+    return timm.create_model(timm_model, pretrained=True, pretrained_cfg_overlay=dict(file=str(file)), **kwargs).eval()
+
+
 def checkpoint_path(layout):
     return require(FIXTURE_DIR / f'mini-{layout}.pth')
 
@@ -65,7 +77,7 @@ def checkpoint_path(layout):
 def released_shapes(arch):
     """``{'config': {...}, 'params': N, 'state_dict': {key: shape}}`` of the full released ``arch`` (``'tiny'``
     ...): what the downloadable checkpoint holds, as the authors' code builds it."""
-    return json.loads(require(FIXTURE_DIR / 'released_state_dict_shapes.json').read_text())[arch]
+    return released_state_dict_shapes(FIXTURE_DIR, arch)
 
 
 def expected(layout):
@@ -93,9 +105,8 @@ def expected_stage_tokens(layout):
 
 def released_classifier(layout, path=None, **kwargs):
     """``timm.create_model`` of the fixture's mini arch (keyword overrides) from a released-format file."""
-    file = str(path or checkpoint_path(layout))
-    return timm.create_model(TIMM_MODEL, pretrained=True, pretrained_cfg_overlay=dict(file=file), attn_type=layout,
-                             **mini_arch(layout), **kwargs).eval()
+    return classifier_from_file(TIMM_MODEL, path or checkpoint_path(layout), attn_type=layout, **mini_arch(layout),
+                                **kwargs)
 
 
 def released_backbone(layout, kernel_func='identity', **kwargs):

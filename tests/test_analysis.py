@@ -1,7 +1,7 @@
 """Attention statistics of inline_backbones.analysis against naive N x N computations on small maps."""
 import pytest
 import torch
-from conftest import naive_inline_attention
+from reference_attention import naive_inline_attention
 
 from inline_backbones import InLineAttention
 from inline_backbones.analysis import AnalysisSettings, analyze_layer, inline_rows, linear_rows
@@ -10,14 +10,9 @@ from inline_backbones.analysis.capture import AttentionInput
 from inline_backbones.models.mixers.linear_attention import EPS
 from inline_backbones.models.tokens.token_map import TokenMap
 
+pytestmark = pytest.mark.usefixtures('no_grad')     # every test runs under torch.no_grad()
 HW = (5, 7)
 N = HW[0] * HW[1]
-
-
-@pytest.fixture(autouse=True)
-def _no_grad():
-    with torch.no_grad():
-        yield
 
 
 def setup_layer(kernel_func='identity', heads=2, local_residual=True):
@@ -27,7 +22,7 @@ def setup_layer(kernel_func='identity', heads=2, local_residual=True):
 
 
 def naive_weights(attn, x, linear_kernel='relu'):
-    """Full InLine (conftest) and linear-attention weight matrices (h, N, N) of one image."""
+    """Full InLine (reference_attention.py) and linear-attention weight matrices (h, N, N) of one image."""
     _, inline = naive_inline_attention(attn, x, HW, return_weights=True)
     q, k, _ = attn.qkv(x[0]).view(N, 3, attn.num_heads, attn.head_dims).permute(1, 2, 0, 3)
     phi = {'relu': torch.relu, 'exp': lambda t: torch.exp(0.2 * t)}[linear_kernel]

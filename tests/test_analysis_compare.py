@@ -28,15 +28,10 @@ from inline_backbones.data.shapes import render_image
 from inline_backbones.models.mixers.flatten_attention import FocusedLinearAttention
 from inline_backbones.models.tokens.token_map import TokenMap
 
+pytestmark = pytest.mark.usefixtures('no_grad')     # every test runs under torch.no_grad()
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 HW = (5, 6)
 N = HW[0] * HW[1]
-
-
-@pytest.fixture(autouse=True)
-def _no_grad():
-    with torch.no_grad():
-        yield
 
 
 def flatten_layer(heads=2, d=4, window=4, seed=0):

@@ -1,48 +1,14 @@
-import copy
-
+"""What every family's backbone gets from the shared machinery (``Backbone``, ``Trunk``, ``Stage``, ``Block``),
+exercised on InLine-Swin: images of a batch independent, ``norm_eval``, ``with_cp`` recomputing the blocks with the
+same outputs and gradients, drop path rates and their replay under ``with_cp``, finite gradients everywhere, bf16
+autocast at 1024, the initialisation from scratch and from an mmengine ``init_cfg``. InLine-Swin's own behaviour is in
+``test_inline_swin.py``, what every family must do in ``test_family_contract.py``."""
 import pytest
 import torch
 
-from inline_backbones import InLineAttention, InLineSwinTransformer, WindowAttention
-from inline_backbones.models.stages import Stage
-from inline_backbones.models.tokens.token_map import TokenMap
+from inline_backbones import InLineSwinTransformer
 
 SMALL_ARCH = dict(embed_dims=32, depths=[2, 2, 2, 2], num_heads=[1, 2, 4, 8])
-
-
-def _attention_types(model):
-    return [[type(b.attn) for b in stage.blocks] for stage in model.layers]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize('arch, channels', [('tiny', 96), ('small', 96), ('base', 128)])
-@pytest.mark.parametrize('size', [(97, 131), (224, 224)])
-def test_presets_shapes_at_odd_and_non_square_sizes(arch, channels, size):
-    model = InLineSwinTransformer(arch=arch, drop_path_rate=0.)
-    model.init_weights()
-    model.eval()
-    with torch.no_grad():
-        outs = model(torch.randn(1, 3, *size))
-    H, W = size
-    for i, out in enumerate(outs):
-        h, w = -(-H // 4), -(-W // 4)
-        for _ in range(i):
-            h, w = -(-h // 2), -(-w // 2)
-        assert out.shape == (1, channels * 2 ** i, h, w)
-        assert torch.isfinite(out).all()
-
-
-def test_preset_layouts_and_parameter_counts():
-    tiny = InLineSwinTransformer('tiny')
-    assert _attention_types(tiny)[2] == [InLineAttention] * 6
-    assert _attention_types(tiny)[3] == [WindowAttention] * 2
-    base = InLineSwinTransformer('base')
-    assert _attention_types(base)[2] == [InLineAttention] * 2 + [WindowAttention] * 16
-    small = InLineSwinTransformer('small', attn_type='SSSS')
-    assert all(t == WindowAttention for stage in _attention_types(small) for t in stage)
-    # Trunk sizes of the released models (classifier and final norm excluded): about 28M / 49M / 87M like Swin.
-    n = {a: sum(p.numel() for p in InLineSwinTransformer(a).parameters()) / 1e6 for a in ('tiny', 'small', 'base')}
-    assert 27 < n['tiny'] < 30 and 48 < n['small'] < 51 and 85 < n['base'] < 90, n
 
 
 def test_images_in_a_batch_are_independent():
@@ -203,47 +169,6 @@ def test_bf16_autocast_at_1024_is_close_to_fp32():
         assert o.dtype == torch.bfloat16
         rel = ((o.float() - r).norm() / r.norm()).item()
         assert rel < BF16_BACKBONE_RTOL, (level, rel)
-
-
-def _stage_without_shift(stage):
-    unshifted = copy.deepcopy(stage)
-    for block in unshifted.blocks:
-        block.attn.shift = False
-    return unshifted
-
-
-@pytest.mark.parametrize('hw, shifts', [((7, 10), False), ((10, 7), False), ((7, 7), False), ((8, 10), True),
-                                        ((10, 8), True), ((15, 9), True)])
-def test_window_stage_shifts_only_when_both_sides_exceed_the_window(hw, shifts):
-    """The released rule: no shift when min(H, W) <= window (7). A stage compared with a copy whose
-    blocks never shift gives the same tokens exactly when the rule says no shift."""
-    stage = Stage(32, 2, [dict(type='window', window_size=7)] * 2, mlp_ratio=4., drop_rate=0., drop_path_rates=[0., 0.],
-                  with_cp=False).eval()
-    assert all(isinstance(b.drop_path, torch.nn.Identity) for b in stage.blocks)   # rates 0: no drop path
-    with torch.no_grad():
-        for p in stage.parameters():
-            p.add_(0.05 * torch.randn_like(p))
-        x = torch.randn(2, hw[0] * hw[1], 32)
-        out = stage(x, TokenMap.of(x, hw))[0]
-        unshifted = _stage_without_shift(stage)(x, TokenMap.of(x, hw))[0]
-    assert torch.equal(out, unshifted) != shifts
-
-
-def test_only_the_last_stage_skips_the_shift_at_224x320():
-    """At 224x320 the stage maps are 56x80, 28x40, 14x20 and 7x10: stages 1-3 shift, stage 4 does not."""
-    model = InLineSwinTransformer(arch=SMALL_ARCH, attn_type='SSSS', drop_path_rate=0.).eval()
-    captured = []
-    hooks = [stage.register_forward_hook(lambda m, i, out: captured.append((i[0], i[1], out[0])))
-             for stage in model.layers]
-    with torch.no_grad():
-        model(torch.randn(1, 3, 224, 320))
-        for h in hooks:
-            h.remove()
-        sizes = [tokens.hw_shape for _, tokens, _ in captured]
-        same = [torch.equal(_stage_without_shift(stage)(x, tokens)[0], out)
-                for stage, (x, tokens, out) in zip(model.layers, captured, strict=True)]
-    assert sizes == [(56, 80), (28, 40), (14, 20), (7, 10)]
-    assert same == [False, False, False, True]
 
 
 def test_init_from_scratch_and_from_an_mmengine_init_cfg():

@@ -1,7 +1,8 @@
-"""tools/analysis_tools/benchmark_training.py on a CPU: the config it builds for a measurement, the data it generates
-in a config's own layout, real training iterations of the paper's UperNet and Mask R-CNN InLine-Swin-T configs at a
-scaled-down size, and a torchrun launch with the DDP wrapper and SyncBN handling recorded. Timings are not
-asserted (the GPU figures come from tools/device/gpu_training_check.sh); the record's structure and content are."""
+"""tools/analysis_tools/benchmark_training.py (:mod:`inline_backbones.benchmark.training`) on a CPU: the config it
+builds for a measurement, the data it generates in a config's own layout, real training iterations of the paper's
+UperNet and Mask R-CNN InLine-Swin-T configs at a scaled-down size, and a torchrun launch with the DDP wrapper and
+SyncBN handling recorded. Timings are not asserted (the GPU figures come from tools/device/gpu_training_check.sh); the
+record's structure and content are."""
 import json
 import os
 import os.path as osp
@@ -15,13 +16,15 @@ import mmcv
 import numpy as np
 import pytest
 import torch
-from tool_modules import load_tool
 
+from inline_backbones.benchmark import training
+from inline_backbones.benchmark.training_config import load_config, prepare_config
+from inline_backbones.benchmark.training_data import generate_coco, generate_seg
 from inline_backbones.openmmlab.line import check_one_line
+from inline_backbones.openmmlab.task_tools import task_of
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 TOOL = osp.join(ROOT, 'tools', 'analysis_tools', 'benchmark_training.py')
-benchmark_training = load_tool('tools/analysis_tools/benchmark_training.py')
 
 UPERNET_T = osp.join(ROOT, 'mmseg_configs', 'inline-swin-tiny-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py')
 MASK_RCNN_T = osp.join(ROOT, 'mmdet_configs', 'mask-rcnn_inline-swin-t_fpn_ms-crop-1x_coco.py')
@@ -30,10 +33,9 @@ MINI_UPERNET = osp.join(ROOT, 'mmseg_configs', 'inline-swin-mini_upernet_shapes-
 
 
 def _prepared(config, argv, tmp_path):
-    args = benchmark_training.parse_args([config, *argv])
-    cfg = benchmark_training.load_config(config, str(tmp_path))
-    task = benchmark_training.task_of(cfg)
-    return benchmark_training.prepare_config(cfg, args, str(tmp_path / 'data'), str(tmp_path), task)
+    args = training.parse_args([config, *argv])
+    cfg = load_config(config, str(tmp_path))
+    return prepare_config(cfg, args, str(tmp_path / 'data'), str(tmp_path), task_of(cfg))
 
 
 def test_the_measurement_config(tmp_path):
@@ -77,42 +79,47 @@ def test_upstream_configs_load_by_scope_name(tmp_path):
     cfg = _prepared('mmseg::swin/swin-tiny-patch4-window7-in1k-pre_upernet_8xb2-160k_ade20k-512x512.py',
                     ['--iters', '3'], tmp_path)
     assert cfg.model.backbone.type == 'SwinTransformer' and cfg.model.backbone.init_cfg is None
-    assert cfg.train_cfg.max_iters == 3 and benchmark_training.task_of(cfg) == 'mmseg'
+    assert cfg.train_cfg.max_iters == 3 and task_of(cfg) == 'mmseg'
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason='checks the refusal on a machine without a GPU')
 def test_amp_without_a_gpu_is_refused_with_the_reason(tmp_path):
     with pytest.raises(SystemExit, match='needs a GPU.*AmpOptimWrapper'):
-        benchmark_training.main([UPERNET_T, '--amp', 'fp16', '--work-dir', str(tmp_path)])
+        training.main([UPERNET_T, '--amp', 'fp16', '--work-dir', str(tmp_path)])
 
 
 def test_generated_coco_follows_the_config_layout_and_classes(tmp_path):
     from pycocotools.coco import COCO
 
     dataset = dict(type='CocoDataset', ann_file='annotations/train.json', data_prefix=dict(img='imgs/'))
-    info = benchmark_training.generate_coco(str(tmp_path), dataset, 'mmdet', 6, 1, seed=1)
+    info = generate_coco(str(tmp_path), dataset, 'mmdet', 6, 1, seed=1)
     coco = COCO(str(tmp_path / 'annotations' / 'train.json'))
     assert len(coco.getImgIds()) == 6 and len(coco.getCatIds()) == 80 == info['classes']
     assert coco.loadCats(1)[0]['name'] == 'person'                       # CocoDataset's own class names
     assert info['sizes'] == [[427, 640], [480, 640], [640, 480]]         # COCO's image sizes
+    assert len(coco.getAnnIds()) == info['objects'] >= 6
     for img in coco.loadImgs(coco.getImgIds()):
+        assert img['file_name'] == f'{img["id"] - 1:012d}.jpg'
         assert cv2.imread(str(tmp_path / 'imgs' / img['file_name'])).shape[:2] == (img['height'], img['width'])
         anns = coco.loadAnns(coco.getAnnIds(imgIds=img['id']))
-        assert 2 <= len(anns) <= 5
+        assert 1 <= len(anns) <= 5
         for ann in anns:
-            assert ann['bbox'][2] >= 32 * 0.6 and coco.annToMask(ann).sum() > 0   # survive min_size=32
+            x, y, w, h = ann['bbox']
+            assert 0 <= x and x + w <= img['width'] and 0 <= y and y + h <= img['height']
+            assert coco.annToMask(ann).sum() >= 64 * (min(img['height'], img['width']) / 256) ** 2 * 0.7
 
 
 def test_generated_ade_labels_use_the_reduced_zero_label(tmp_path):
     dataset = dict(type='ADE20KDataset', data_prefix=dict(img_path='images/training',
                                                           seg_map_path='annotations/training'))
-    info = benchmark_training.generate_seg(str(tmp_path), dataset, 'mmseg', 4, 1, seed=0)
+    info = generate_seg(str(tmp_path), dataset, 'mmseg', 4, 1, seed=0)
     assert info['reduce_zero_label'] and info['classes'] == 150 and info['sizes'] == [[512, 683], [683, 512]]
     labels = [cv2.imread(str(p), cv2.IMREAD_UNCHANGED) for p in sorted((tmp_path / 'annotations' /
                                                                          'training').glob('*.png'))]
     assert len(labels) == 4 and all(lab.dtype == np.uint8 and lab.ndim == 2 for lab in labels)
+    assert {lab.shape for lab in labels} == {(512, 683), (683, 512)}
     values = np.unique(np.concatenate([lab.ravel() for lab in labels]))
-    assert values.min() >= 1 and values.max() <= 150 and len(values) > 4
+    assert values.min() == 0 and values.max() <= 150 and len(values) > 4     # 0: "other", ignored; 1..150 classes
     assert len(list((tmp_path / 'images' / 'training').glob('*.jpg'))) == 4
 
 
@@ -140,7 +147,7 @@ def test_upernet_inline_swin_t_trains_at_a_scaled_down_size(tmp_path):
     """The paper's UperNet InLine-Swin-T config, its own pipeline (0.5-2x resize, crops, photometric
     distortion) at 1/8 of the sizes, padding-aware off: two iterations, finite losses, a full record."""
     out = tmp_path / 'rec.json'
-    record = benchmark_training.main([UPERNET_T, '--iters', '2', '--warmup', '1', '--workers', '0', '--num-images',
+    record = training.main([UPERNET_T, '--iters', '2', '--warmup', '1', '--workers', '0', '--num-images',
                                       '4', '--scale-down', '8', '--padding-aware', 'off', '--work-dir',
                                       str(tmp_path), '--out', str(out)])
     _check_record(record, out, 2, 1)
@@ -156,7 +163,7 @@ def test_mask_rcnn_inline_swin_t_trains_with_mmcv_roi_ops(tmp_path):
     """Mask R-CNN InLine-Swin-T 1x (multi-scale + crop pipeline at 1/16 size, padding-aware on as the config
     has it): one iteration runs RoIAlign from mmcv's compiled ops (the CPU build here) and gives mask loss."""
     out = tmp_path / 'rec.json'
-    record = benchmark_training.main([MASK_RCNN_T, '--iters', '1', '--warmup', '0', '--workers', '0',
+    record = training.main([MASK_RCNN_T, '--iters', '1', '--warmup', '0', '--workers', '0',
                                       '--num-images', '2', '--batch-size', '1', '--scale-down', '16',
                                       '--work-dir', str(tmp_path), '--out', str(out)])
     _check_record(record, out, 1, 0)
@@ -194,7 +201,7 @@ def test_torchrun_launch_wraps_in_ddp_and_records_the_syncbn_choice(tmp_path):
 
 def test_backbone_only_times_forward_and_backward(tmp_path):
     out = tmp_path / 'bb.json'
-    record = benchmark_training.main([MINI_UPERNET, '--backbone-only', '--iters', '2', '--warmup', '1',
+    record = training.main([MINI_UPERNET, '--backbone-only', '--iters', '2', '--warmup', '1',
                                       '--scale-down', '4', '--batch-size', '1', '--work-dir', str(tmp_path),
                                       '--out', str(out)])
     assert record['kind'] == 'backbone' and record['input_size'] == [64, 64] and record['batch_size'] == 1

@@ -1,5 +1,6 @@
-"""Checkpoint loading: the released format, detector prefixes, strict key checks, error paths, and the
-``weights_only`` protection (payloads written the way an attacker would, the ``getattr`` guard)."""
+"""Checkpoint loading: the released format, detector prefixes, strict key checks (a model without a family's key
+filter loaded as it is), error paths, and the ``weights_only`` protection (payloads written the way an attacker would,
+the ``getattr`` guard)."""
 import os
 import pickle
 import subprocess
@@ -13,7 +14,7 @@ from mmengine.logging import HistoryBuffer
 from torch import nn
 
 from inline_backbones import MODELS, CheckpointMismatchError, InLineSwinTransformer, load_pretrained
-from inline_backbones.checkpoints.loading import allow_mmengine_checkpoints, load_checkpoint_file
+from inline_backbones.checkpoints.loading import FilteredStateDict, allow_mmengine_checkpoints, load_checkpoint_file
 
 SMALL_ARCH = dict(embed_dims=32, depths=[2, 2, 2, 2], num_heads=[1, 2, 4, 8])
 
@@ -170,6 +171,26 @@ def test_non_tensor_entries_are_listed_ten_at_most(tmp_path):
     with pytest.raises(TypeError) as err:
         load_pretrained(InLineSwinTransformer(arch=SMALL_ARCH, attn_type='IISS'), tmp_path / 'meta.pth')
     assert str(err.value) == f'checkpoint entries are not tensors: {bad[:10]}; is this a model state dict?'
+
+
+def test_model_without_filter_loads_as_is_and_strictly(tmp_path):
+    """The generic loader's default for a model with no ``checkpoint_filter`` is the identity; an explicit
+    ``filter_fn`` replaces the model's."""
+    torch.save({'state_dict': {'weight': torch.ones(2, 3), 'bias': torch.zeros(2)}}, tmp_path / 'lin.pth')
+    linear = nn.Linear(3, 2)
+    assert load_pretrained(linear, tmp_path / 'lin.pth') == ['bias', 'weight']
+    assert torch.equal(linear.weight, torch.ones(2, 3))
+    torch.save({'weight': torch.ones(2, 3), 'bias': torch.zeros(2), 'extra': torch.zeros(1)}, tmp_path / 'extra.pth')
+    with pytest.raises(CheckpointMismatchError,
+                       match=r"does not fit Linear:\n  unexpected in checkpoint \(1\): extra$"):
+        load_pretrained(linear, tmp_path / 'extra.pth')
+    drop_extra = lambda sd, model: FilteredStateDict({k: v for k, v in sd.items() if k != 'extra'},  # noqa: E731
+                                                     optional_prefixes=('bias',))
+    assert load_pretrained(linear, tmp_path / 'extra.pth', filter_fn=drop_extra) == ['bias', 'weight']
+    torch.save({'weight': torch.ones(2, 3)}, tmp_path / 'no_bias.pth')
+    assert load_pretrained(linear, tmp_path / 'no_bias.pth', filter_fn=drop_extra) == ['weight']
+    with pytest.raises(CheckpointMismatchError, match=r'missing in checkpoint \(1\): bias'):
+        load_pretrained(linear, tmp_path / 'no_bias.pth')
 
 
 def test_missing_file_is_a_clear_error(tmp_path):

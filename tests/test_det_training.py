@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers import NO_WORKERS
 
 from inline_backbones.data.shapes import generate_shapes_dataset
 from inline_backbones.openmmlab.line import mim_codebase
@@ -20,9 +21,7 @@ BIN = osp.dirname(sys.executable)
 LEARN_ITERS = 50
 WARMUP_ITERS = 20
 # Small-run settings: no worker processes, log every iteration.
-FAST = {f'{split}_dataloader.{key}': value for split in ('train', 'val', 'test')
-        for key, value in (('num_workers', 0), ('persistent_workers', False))}
-FAST['default_hooks.logger.interval'] = 1
+FAST = {**NO_WORKERS, 'default_hooks.logger.interval': 1}
 
 
 @pytest.fixture(scope='module')

@@ -33,7 +33,7 @@ from inline_backbones import (
     InLineSwinTransformer,
 )
 from inline_backbones.checkpoints.released import PAPER_FIGURES, RELEASED_CHECKPOINTS, arch_checkpoints
-from inline_backbones.models.classifier import _model_function, checkpoint_filter_fn, pretrained_cfg
+from inline_backbones.models.classifier import checkpoint_filter_fn, pretrained_cfg
 from inline_backbones.models.stages import to_nchw, to_nhwc
 
 
@@ -154,21 +154,33 @@ def test_timm_model_function_has_its_release_and_its_papers_figures(name, tmp_pa
     assert registered.items() >= pretrained_cfg(case.classifier.family, url).items()   # what the builder makes now
     assert (registered['url'], registered['crop_pct'], registered['interpolation'], registered['mean']) == (
         url, 0.875, 'bicubic', (0.485, 0.456, 0.406))
-    if arch == 'small':     # a model function made again: named, documented and building its family's classifier
-        module = vars(sys.modules[case.classifier.__module__])
-        again = _model_function(case.classifier, name, arch, PAPER_FIGURES[name], module['__name__'])
-        assert (again.__name__, again.__qualname__, again.__module__, again.__doc__) == (
-            name, name, case.classifier.__module__, PAPER_FIGURES[name])
+    assert (function.__qualname__, function.__module__) == (name, case.classifier.__module__)
+    if arch == 'small':     # the model function builds its family's classifier of its preset and loads a file
         with torch.device('meta'):
-            model = again(num_classes=3)
+            model = function(num_classes=3)
         assert type(model) is case.classifier and model.arch == case.classifier.family.resolve_arch(arch)
         assert model.pretrained_cfg['url'] == url and model.num_classes == 3
         source = case.classifier(**case.small, attn_type=preset['attn_type'], num_classes=3)
         path = tmp_path / 'released.pth'
         torch.save({'model': source.state_dict()}, path)
-        model = again(True, pretrained_cfg_overlay=dict(file=str(path)), **case.small, num_classes=3)   # timm's call
+        model = function(True, pretrained_cfg_overlay=dict(file=str(path)), **case.small, num_classes=3)  # timm's call
         assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), source.state_dict().values(),
                                                        strict=True))
+
+
+def test_model_functions_are_written_out_with_the_papers_figures():
+    """Every timm model of the package (InLine-DeiT's and FLatten-Swin's too) is a function written out in its
+    family's module (``inline_{family}.py``, ``flatten_swin.py``) under its name, beside its ``default_cfgs`` entry,
+    for each released model of ``released.py`` and no other; its docstring, written literally so that grep finds it,
+    is the model's ``PAPER_FIGURES`` entry word for word."""
+    names = timm.list_models(['inline_*', 'flatten_*'])
+    assert sorted(names) == sorted(PAPER_FIGURES)
+    for name in names:
+        function = timm.models.model_entrypoint(name)
+        module = sys.modules[function.__module__]
+        assert function.__module__ == 'inline_backbones.models.families.' + name.rsplit('_', 1)[0]
+        assert vars(module)[name] is function and function.__code__.co_name == name
+        assert function.__doc__ == PAPER_FIGURES[name] and name in module.default_cfgs
 
 
 @pytest.mark.parametrize('family', FAMILIES)

@@ -15,6 +15,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers import NO_WORKERS
 from mmengine.config import Config
 
 from inline_backbones.checkpoints.released import SWIN_ARCH_CHECKPOINTS
@@ -51,8 +52,7 @@ TINY = {
     'train_cfg.max_epochs': 1,
     'train_cfg.val_begin': 2,                    # no validation during training: mim test evaluates
     'default_hooks.logger.interval': 1,
-    **{f'{split}_dataloader.{key}': value for split in ('train', 'val', 'test')
-       for key, value in (('num_workers', 0), ('persistent_workers', False))},
+    **NO_WORKERS,
 }
 
 

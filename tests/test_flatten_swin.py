@@ -10,7 +10,7 @@ import timm
 import torch
 import torch.nn.functional as F
 from mutmut_compat import fx_on_unwrapped_code
-from padding_cases import det_batch, randomized, region_differences
+from padding_cases import assert_padded_map_equals_image_alone, det_batch, randomized, region_differences
 from released_fixtures import assert_stage_tokens_equal, stage_tokens
 
 from inline_backbones import InLineSwinClassifier, InLineSwinTransformer
@@ -208,13 +208,7 @@ def test_windows_are_the_formula_per_window_and_shifted_windows_roll_without_a_s
 
 @pytest.mark.parametrize('shift', [False, True])
 def test_padding_aware_windows_on_a_padded_map_equal_the_image_alone(shift):
-    attn = random_attention(window_size=4, shift=shift)
-    x = torch.randn(1, 12 * 12, 16)
-    own = x.view(1, 12, 12, 16)[:, :7, :9].reshape(1, 63, 16)
-    with torch.no_grad():
-        padded = attn(x, TokenMap.of(x, (12, 12), torch.tensor([[7, 9]])))
-        alone = attn(own, TokenMap.of(own, (7, 9), torch.tensor([[7, 9]])))
-        torch.testing.assert_close(padded.view(12, 12, 16)[:7, :9], alone.view(7, 9, 16), rtol=1e-4, atol=1e-5)
+    assert_padded_map_equals_image_alone(random_attention(window_size=4, shift=shift))
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import REFERENCE_KERNELS, naive_inline_attention
+from reference_attention import REFERENCE_KERNELS, naive_inline_attention
 
 from inline_backbones import InLineAttention
 from inline_backbones.models.mixers.inline.attention import KERNEL_FUNCTIONS

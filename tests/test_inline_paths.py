@@ -15,7 +15,7 @@ import sys
 
 import pytest
 import torch
-from conftest import naive_inline_attention
+from reference_attention import naive_inline_attention
 
 from inline_backbones.models.mixers.inline import paths as inline_paths
 from inline_backbones.models.mixers.inline.attention import KERNEL_FUNCTIONS, InLineAttention

@@ -5,7 +5,7 @@ import os.path as osp
 
 import pytest
 import torch
-from conftest import naive_inline_attention
+from reference_attention import naive_inline_attention
 
 from inline_backbones import InLineAttention, InLineSwinTransformer, parse_attn_layout
 from inline_backbones.models import LinearAttention

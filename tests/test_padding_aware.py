@@ -1,22 +1,22 @@
 """Padding-aware mode beyond the family contract (tests/test_family_contract.py: every family's batched == alone):
-each mixer on a padded map equals it on the image's own tokens alone, InLine windows, explicit shapes winning where
-inference misfires, bad shapes refused."""
+each mixer on a padded map equals it on the image's own tokens alone, explicit shapes winning where inference
+misfires, bad shapes refused (InLine-Swin's windows of InLine attention: test_inline_swin.py)."""
 import pytest
 import torch
-from conftest import naive_inline_attention
-from padding_cases import STD, det_batch, images, region_differences, relative_difference_on_region, small_backbone
+from padding_cases import (
+    STD,
+    assert_padded_map_equals_image_alone,
+    images,
+    relative_difference_on_region,
+    small_backbone,
+)
+from reference_attention import naive_inline_attention
 
 from inline_backbones.models.mixers.inline.attention import KERNEL_FUNCTIONS, InLineAttention
 from inline_backbones.models.mixers.pvt_attention import SpatialReductionAttention
 from inline_backbones.models.mixers.window_attention import WindowAttention
 from inline_backbones.models.tokens.token_map import TokenMap
 from inline_backbones.regions import attach_image_shapes, infer_image_shapes
-
-
-def test_windowed_inline_is_batch_invariant_too():
-    """Windows of 8 tokens (shifted on odd blocks) on maps of 40 x 56 down to 5 x 7 tokens."""
-    model = small_backbone('tiny', padding_aware=True, inline_window_size=8)
-    assert max(region_differences(model, det_batch, explicit=True)) < 1e-4
 
 
 @pytest.mark.parametrize('kernel_func', sorted(KERNEL_FUNCTIONS))
@@ -40,12 +40,8 @@ def test_padding_aware_window_attention(shift):
     attn = WindowAttention(16, 2, window_size=4, shift=shift).eval()
     with torch.no_grad():
         attn.relative_position_bias_table.normal_()
-    x = torch.randn(1, 12 * 12, 16)
-    own = x.view(1, 12, 12, 16)[:, :7, :9].reshape(1, 63, 16)
+    x = assert_padded_map_equals_image_alone(attn)
     with torch.no_grad():
-        padded = attn(x, TokenMap.of(x, (12, 12), torch.tensor([[7, 9]])))
-        alone = attn(own, TokenMap.of(own, (7, 9), torch.tensor([[7, 9]])))
-        torch.testing.assert_close(padded.view(12, 12, 16)[:7, :9], alone.view(7, 9, 16), rtol=1e-4, atol=1e-5)
         full = attn(x, TokenMap.of(x, (12, 12), torch.tensor([[12, 12]])))
         swin = attn(x, TokenMap.of(x, (12, 12)))
         torch.testing.assert_close(full, swin, rtol=1e-4, atol=1e-5)

@@ -4,7 +4,7 @@ linears of the inference path compute the same function as ``F.linear`` (+ GELU)
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import naive_inline_attention
+from reference_attention import naive_inline_attention
 
 from inline_backbones import InLineAttention, InLineCSwinTransformer, InLineSwinTransformer
 from inline_backbones.models.layers import fused_linear

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers import NO_WORKERS
 
 from inline_backbones.data.shapes import generate_shapes_dataset
 
@@ -18,8 +19,7 @@ BIN = osp.dirname(sys.executable)
 # measured at 50 (warm-up 20): +48.9 mIoU, 2.4x the margin (80: +49.7); train() does not validate
 LEARN_ITERS = 50
 WARMUP_ITERS = 20
-FAST = {f'{split}_dataloader.{key}': value for split in ('train', 'val', 'test')
-        for key, value in (('num_workers', 0), ('persistent_workers', False))}
+FAST = NO_WORKERS      # small-run settings
 
 
 @pytest.fixture(scope='module')

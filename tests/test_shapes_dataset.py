@@ -1,13 +1,15 @@
-"""The generated shapes dataset: deterministic for a seed, and its two annotation styles agree."""
+"""The generated shapes dataset: deterministic for a seed, and its two annotation styles agree; the same generator at
+other sizes and classes (the training benchmark's data)."""
 import filecmp
 import json
 import os
 
 import cv2
 import numpy as np
+import pytest
 from pycocotools.coco import COCO
 
-from inline_backbones.data.shapes import CLASSES, generate_shapes_dataset
+from inline_backbones.data.shapes import CLASSES, generate_shapes_dataset, write_images
 
 
 def _files(root):
@@ -64,3 +66,41 @@ def test_coco_masks_agree_with_the_label_maps(tmp_path):
     with open(root / 'annotations' / 'instances_train.json') as f:
         ids = [a['id'] for a in json.load(f)['annotations']]
     assert ids == list(range(1, len(ids) + 1))
+
+
+def test_other_sizes_and_classes_in_another_layout(tmp_path):
+    """Images cycle through ``sizes`` and their objects scale with the shorter side; labels run over all the classes
+    (COCO categories named after them, label maps 0 for the background and 1..C); the files follow the names and
+    suffixes given."""
+    classes = tuple(f'class{i}' for i in range(150))
+    written = write_images(np.random.default_rng(0), [f'img{i}' for i in range(6)], str(tmp_path / 'images'),
+                           image_suffix='.png', label_dir=str(tmp_path / 'maps'), label_suffix='_seg.png',
+                           ann_file=str(tmp_path / 'ann' / 'train.json'), sizes=[(512, 683), (40, 32)],
+                           classes=classes)
+    assert written['images'] == 6 and written['sizes'] == [(40, 32), (512, 683)]
+    coco = COCO(str(tmp_path / 'ann' / 'train.json'))
+    assert [c['name'] for c in coco.loadCats(coco.getCatIds())] == list(classes)
+    assert len(coco.getAnnIds()) == written['instances'] >= 6
+    values, largest = set(), {}
+    for image in coco.loadImgs(coco.getImgIds()):
+        stem = image['file_name'][:-len('.png')]
+        size = (image['height'], image['width'])
+        assert size == ((512, 683) if image['id'] % 2 else (40, 32)) == cv2.imread(
+            str(tmp_path / 'images' / image['file_name'])).shape[:2]
+        label_map = cv2.imread(str(tmp_path / 'maps' / f'{stem}_seg.png'), cv2.IMREAD_UNCHANGED)
+        assert label_map.shape == size
+        anns = coco.loadAnns(coco.getAnnIds(imgIds=image['id']))
+        assert set(np.unique(label_map)) - {0} == {a['category_id'] for a in anns}
+        values |= set(np.unique(label_map).tolist())
+        scale = min(size) / 256
+        for ann in anns:                 # radii of 18-60 pixels at 256, scaled; visible parts of 64 pixels or more
+            assert 64 * scale ** 2 <= ann['area'] <= 4 * (60 * scale + 1) ** 2
+            largest[size] = max(largest.get(size, 0), ann['area'])
+    assert largest[512, 683] > 4 * 60 ** 2 and largest[40, 32] < 60 ** 2
+    assert 0 in values and max(values) > len(CLASSES) and max(values) <= len(classes)
+
+
+def test_label_maps_of_more_classes_than_a_byte_holds_are_refused(tmp_path):
+    with pytest.raises(ValueError, match='255'):
+        write_images(np.random.default_rng(0), ['a'], str(tmp_path), label_dir=str(tmp_path),
+                     classes=tuple(range(255)))

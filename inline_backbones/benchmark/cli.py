@@ -1,7 +1,7 @@
 """The benchmark's command (``tools/analysis_tools/benchmark.py``): options -> timed rows or saved ones -> report."""
 import torch
 
-from . import report, runs
+from . import environment, report, runs
 from .options import MODES, parse_args
 
 
@@ -11,9 +11,7 @@ def check_device(args, device):
     if args.cuda_graphs and device.type != 'cuda':
         raise SystemExit('--cuda-graphs needs a CUDA device (CUDA graphs run on NVIDIA GPUs only)')
     if device.type == 'cpu' and any(MODES[m][0] == torch.float16 for m in args.dtype):
-        with open('/proc/cpuinfo') as f:
-            flags = set(next((line.split(':', 1)[1].split() for line in f if line.startswith('flags')), []))
-        if not flags & {'avx512_fp16', 'amx_fp16'}:
+        if not environment.cpu_flags() & {'avx512_fp16', 'amx_fp16'}:
             raise SystemExit('--dtype fp16/fp16-pure on this CPU: it has neither avx512_fp16 nor amx_fp16, so torch '
                              'would emulate fp16 (hundreds of times slower than fp32); use bf16 or --device cuda')
 

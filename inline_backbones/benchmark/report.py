@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import torch
 
-from . import plots
+from . import environment, plots
 from .names import parse
 
 # The columns of a row, in the order of results.csv; None where not measured.
@@ -30,19 +30,13 @@ SERIES = ('model', 'run', 'batch', 'dtype', 'step', 'capture')
 
 def run_meta(args, device):
     """What the rows were measured on and with: the command, versions, machine, options."""
-    if device.type == 'cuda':
-        machine, flags = torch.cuda.get_device_name(device), []
-    else:
-        with open('/proc/cpuinfo') as f:
-            info = f.read()
-        machine = (re.findall(r'^model name\s*:\s*(.*)$', info, re.M) or [platform.processor() or 'cpu'])[0]
-        flags = sorted(f for f in (re.findall(r'^flags\s*:\s*(.*)$', info, re.M) or [''])[0].split()
-                       if f.startswith('amx') or f in ('avx512_bf16', 'avx512_fp16'))
+    flags = [] if device.type == 'cuda' else sorted(f for f in environment.cpu_flags()
+                                                    if f.startswith('amx') or f in ('avx512_bf16', 'avx512_fp16'))
     options = {k: ([str(v) for v in value] if k in ('models', 'reference') and value else value)
                for k, value in vars(args).items()}
     return dict(command=' '.join(sys.argv), torch=torch.__version__, python=platform.python_version(),
-                machine=machine, device=device.type, threads=torch.get_num_threads(), cpu_flags=flags,
-                options=options)
+                machine=environment.device_name(device), device=device.type, threads=torch.get_num_threads(),
+                cpu_flags=flags, options=options)
 
 
 def default_references(models):

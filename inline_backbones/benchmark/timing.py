@@ -4,7 +4,8 @@ One method per device: on a CUDA GPU, CUDA events recorded on the current stream
 synchronisation (the time between the two events on the GPU's timeline, which includes the GPU's idle waits for
 the host's launches); on a CPU, the wall clock (``time.perf_counter``) around the call, which returns when the work
 is done. Models are compared in interleaved rounds (:func:`interleaved`): one call of each per round, warm-up
-rounds untimed, so that drifts of a shared machine (clock, other jobs) fall on all of them alike.
+rounds untimed, so that drifts of a shared machine (clock, other jobs) fall on all of them alike. Spans that no one
+call holds (the training benchmark's, from one mmengine hook to another) are read on :func:`wall_clock`.
 """
 import time
 
@@ -23,6 +24,14 @@ def time_call(fn, device):
     start = time.perf_counter()
     fn()
     return 1e3 * (time.perf_counter() - start)
+
+
+def wall_clock(device):
+    """``time.perf_counter()`` once the work queued on ``device`` is done (on a GPU: after a synchronisation), in
+    seconds: the difference of two readings is the wall time of the work between them."""
+    if device.type == 'cuda':
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
 
 
 def interleaved(calls, rounds, warmup, device):

@@ -1,6 +1,7 @@
 """timm's classifier of every family: :class:`Classifier`, a thin wrapper around the family's trunk whose head's
 input norm is the last stage's output norm where the family has them (InLine-Swin's final LayerNorm; nothing for
-InLine-PVT), and the family's registration in timm (:func:`register_classifiers`).
+InLine-PVT), its builder (:func:`create_classifier`), which each family module's model functions call, and the
+timm ``default_cfgs`` of a family's released models (:func:`released_default_cfgs`).
 
 A classifier is ``logits = head(mean_{H,W}(norm(map)))`` with ``map`` the last stage's tokens, run by the
 shared stage loop (:func:`~.stages.iter_stages`). As in timm's Swin,
@@ -18,12 +19,12 @@ timm hands the file to :meth:`Classifier.load_pretrained` (``custom_load``), the
 from collections import deque
 
 from timm.data import IMAGENET_DEFAULT_MEAN, IMAGENET_DEFAULT_STD
-from timm.models import build_model_with_cfg, generate_default_cfgs, register_model
+from timm.models import build_model_with_cfg, generate_default_cfgs
 from timm.models._features import feature_take_indices
 from torch import nn
 
 from ..checkpoints.loading import download_checkpoint, extract_state_dict, filter_state_dict, load_pretrained
-from ..checkpoints.released import PAPER_FIGURES, arch_checkpoints
+from ..checkpoints.released import arch_checkpoints
 from .errors import ModelArgumentError
 from .stages import to_nhwc
 from .trunk import ARCH_REQUIRED, Trunk, adapt_first_conv, first_conv_weights, init_linear
@@ -251,27 +252,12 @@ def create_classifier(cls, variant, pretrained=False, pretrained_cfg_overlay=Non
         **kwargs)
 
 
-def register_classifiers(cls, prefix, module, preset_prefix='', cfg=None, arch_cfgs=None):
-    """timm's registration of a family's released models (those named ``{prefix}{arch}`` in
-    :mod:`inline_backbones.checkpoints.released`): ``default_cfgs`` (:func:`pretrained_cfg` of each one's link, with
-    the entries ``cfg`` overrides, then those ``arch_cfgs[arch]`` overrides for that model alone, e.g. its input size)
-    and one model function ``{prefix}{arch}(pretrained=False, **kwargs)`` each, of the preset
-    ``{preset_prefix}{arch}``, its docstring the paper's figures, set in ``module`` (the registering module's
-    ``globals()``) and registered with timm."""
-    checkpoints = arch_checkpoints(prefix)
-    module['default_cfgs'] = generate_default_cfgs({
+def released_default_cfgs(cls, prefix, cfg=None, arch_cfgs=None):
+    """timm's ``default_cfgs`` of a family's released models (those named ``{prefix}{arch}`` in
+    :mod:`inline_backbones.checkpoints.released`): :func:`pretrained_cfg` of each one's link under
+    ``{prefix}{arch}.in1k``, with the entries ``cfg`` overrides, then those ``arch_cfgs[arch]`` overrides for that
+    model alone (e.g. its input size). The family module sets it as its ``default_cfgs`` before its model functions,
+    where timm's ``register_model`` finds it."""
+    return generate_default_cfgs({
         f'{prefix}{arch}.in1k': pretrained_cfg(cls.family, url, **(cfg or {}), **(arch_cfgs or {}).get(arch, {}))
-        for arch, url in checkpoints.items()})
-    for arch in checkpoints:
-        name = f'{prefix}{arch}'
-        module[name] = register_model(_model_function(cls, name, preset_prefix + arch, PAPER_FIGURES[name],
-                                                      module['__name__']))
-
-
-def _model_function(cls, name, arch, doc, module_name):
-    """``name(pretrained=False, **kwargs)``: classifier ``cls`` of preset ``arch`` (:func:`create_classifier`)."""
-    def model(pretrained=False, **kwargs):
-        return create_classifier(cls, name, pretrained, arch=arch, **kwargs)
-    model.__name__ = model.__qualname__ = name
-    model.__module__, model.__doc__ = module_name, doc
-    return model
+        for arch, url in arch_checkpoints(prefix).items()})

@@ -25,11 +25,12 @@ the last stage's tokens (B, N, C), ``logits = head(mean_N(norm(t)))``. Released 
     timm.create_model('inline_cswin_tiny', pretrained=True, pretrained_cfg_overlay=dict(file='inline_cswin_t.pth'))
 """
 import torch
+from timm.models import register_model
 from torch import nn
 
 from ...registry import MODELS
 from ..backbone import Backbone
-from ..classifier import Classifier, register_classifiers
+from ..classifier import Classifier, create_classifier, released_default_cfgs
 from ..stages import Stage
 from ..tokens.token_map import TokenMap
 from ..trunk import Family
@@ -131,5 +132,24 @@ class InLineCSwinClassifier(Classifier, family=CSWIN):
     :class:`~.classifier.Classifier`; options: :class:`InLineCSwinTransformer`'s)."""
 
 
-# inline_cswin_{arch}(pretrained=False, **kwargs) here and in timm's registry (docstrings: released.PAPER_FIGURES).
-register_classifiers(InLineCSwinClassifier, 'inline_cswin_', globals())
+# timm's pretrained cfgs of the released models (links: released.RELEASED_CHECKPOINTS) and their model functions,
+# each documented by the paper's figures as released.PAPER_FIGURES has them (a test checks that they agree).
+default_cfgs = released_default_cfgs(InLineCSwinClassifier, 'inline_cswin_')
+
+
+@register_model
+def inline_cswin_tiny(pretrained=False, **kwargs) -> InLineCSwinClassifier:
+    """InLine-CSwin-T: embed 64, depths 2-4-18-1, layout IISS; ImageNet-1k top-1 83.2 (paper)."""
+    return create_classifier(InLineCSwinClassifier, 'inline_cswin_tiny', pretrained, arch='tiny', **kwargs)
+
+
+@register_model
+def inline_cswin_small(pretrained=False, **kwargs) -> InLineCSwinClassifier:
+    """InLine-CSwin-S: embed 64, depths 3-6-29-2, layout IISS; ImageNet-1k top-1 83.8 (paper)."""
+    return create_classifier(InLineCSwinClassifier, 'inline_cswin_small', pretrained, arch='small', **kwargs)
+
+
+@register_model
+def inline_cswin_base(pretrained=False, **kwargs) -> InLineCSwinClassifier:
+    """InLine-CSwin-B: embed 96, depths 3-6-29-2, layout IISS; ImageNet-1k top-1 84.5 (paper)."""
+    return create_classifier(InLineCSwinClassifier, 'inline_cswin_base', pretrained, arch='base', **kwargs)

@@ -37,11 +37,12 @@ the dense-prediction configs take.
 """
 import torch
 from timm.layers import PatchEmbed, resample_abs_pos_embed, to_2tuple
+from timm.models import register_model
 from timm.models._features import feature_take_indices
 from torch import nn
 
 from ...regions import split_regions
-from ..classifier import Classifier, register_classifiers
+from ..classifier import Classifier, create_classifier, released_default_cfgs
 from ..errors import ModelArgumentError
 from ..stages import Stage, input_regions, to_nhwc
 from ..tokens.graph_mode import graph_leaf
@@ -216,7 +217,26 @@ class InLineDeiTClassifier(Classifier, family=DEIT):
         return take_indices
 
 
-# inline_deit_{arch}(pretrained=False, **kwargs) here and in timm's registry (docstrings: released.PAPER_FIGURES),
-# each with its released input size.
-register_classifiers(InLineDeiTClassifier, 'inline_deit_', globals(), arch_cfgs={
+# timm's pretrained cfgs of the released models (links: released.RELEASED_CHECKPOINTS; each at its released input
+# size) and their model functions, each documented by the paper's figures as released.PAPER_FIGURES has them (a test
+# checks that they agree).
+default_cfgs = released_default_cfgs(InLineDeiTClassifier, 'inline_deit_', arch_cfgs={
     arch: dict(input_size=(3, preset['img_size'], preset['img_size'])) for arch, preset in ARCH_ZOO.items()})
+
+
+@register_model
+def inline_deit_tiny(pretrained=False, **kwargs) -> InLineDeiTClassifier:
+    """InLine-DeiT-T: embed 192, depths 12, layout I; at 224 px ImageNet-1k top-1 74.5 (paper)."""
+    return create_classifier(InLineDeiTClassifier, 'inline_deit_tiny', pretrained, arch='tiny', **kwargs)
+
+
+@register_model
+def inline_deit_small(pretrained=False, **kwargs) -> InLineDeiTClassifier:
+    """InLine-DeiT-S: embed 320, depths 12, layout I; at 288 px ImageNet-1k top-1 80.2 (paper)."""
+    return create_classifier(InLineDeiTClassifier, 'inline_deit_small', pretrained, arch='small', **kwargs)
+
+
+@register_model
+def inline_deit_base(pretrained=False, **kwargs) -> InLineDeiTClassifier:
+    """InLine-DeiT-B: embed 384, depths 12, layout I; at 448 px ImageNet-1k top-1 82.3 (paper)."""
+    return create_classifier(InLineDeiTClassifier, 'inline_deit_base', pretrained, arch='base', **kwargs)

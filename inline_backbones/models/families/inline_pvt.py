@@ -20,10 +20,11 @@ mis-shaped raises :class:`~inline_backbones.checkpoints.loading.CheckpointMismat
 """
 import torch
 import torch.nn.functional as F
+from timm.models import register_model
 
 from ...registry import MODELS
 from ..backbone import Backbone
-from ..classifier import Classifier, register_classifiers
+from ..classifier import Classifier, create_classifier, released_default_cfgs
 from ..errors import ModelArgumentError
 from ..stages import Stage
 from ..tokens.token_map import TokenMap
@@ -149,10 +150,6 @@ class InLinePVTClassifier(Classifier, family=PVT):
     :class:`~.classifier.Classifier`; options: :class:`InLinePVT`'s)."""
 
 
-# inline_pvt_{arch}(pretrained=False, **kwargs) here and in timm's registry (docstrings: released.PAPER_FIGURES).
-register_classifiers(InLinePVTClassifier, 'inline_pvt_', globals())
-
-
 @torch.fx.wrap   # a leaf of fx graphs: it branches on sizes
 def _pixel_map(images, regions, multiple):
     """``images`` (B, C, H, W) and their pixel-level map; in padding-aware mode (``regions`` given) zero-padded
@@ -161,3 +158,32 @@ def _pixel_map(images, regions, multiple):
         H, W = images.shape[-2:]
         images = F.pad(images, (0, (-W) % multiple, 0, (-H) % multiple))
     return images, TokenMap(images.shape[-2:], images.shape[0], images.device, regions)
+
+
+# timm's pretrained cfgs of the released models (links: released.RELEASED_CHECKPOINTS) and their model functions,
+# each documented by the paper's figures as released.PAPER_FIGURES has them (a test checks that they agree).
+default_cfgs = released_default_cfgs(InLinePVTClassifier, 'inline_pvt_')
+
+
+@register_model
+def inline_pvt_tiny(pretrained=False, **kwargs) -> InLinePVTClassifier:
+    """InLine-PVT-T: depths 2-2-2-2, layout IIII; 12.0M params, 2.0G FLOPs (paper)."""
+    return create_classifier(InLinePVTClassifier, 'inline_pvt_tiny', pretrained, arch='tiny', **kwargs)
+
+
+@register_model
+def inline_pvt_small(pretrained=False, **kwargs) -> InLinePVTClassifier:
+    """InLine-PVT-S: depths 3-4-6-3, layout IIII; 21.6M params, 3.9G FLOPs (paper)."""
+    return create_classifier(InLinePVTClassifier, 'inline_pvt_small', pretrained, arch='small', **kwargs)
+
+
+@register_model
+def inline_pvt_medium(pretrained=False, **kwargs) -> InLinePVTClassifier:
+    """InLine-PVT-M: depths 3-4-18-3, layout IIII; 37.6M params, 6.9G FLOPs (paper)."""
+    return create_classifier(InLinePVTClassifier, 'inline_pvt_medium', pretrained, arch='medium', **kwargs)
+
+
+@register_model
+def inline_pvt_large(pretrained=False, **kwargs) -> InLinePVTClassifier:
+    """InLine-PVT-L: depths 3-8-27-3, layout IIII; 51.2M params (paper: 50.2M), 10.2G FLOPs."""
+    return create_classifier(InLinePVTClassifier, 'inline_pvt_large', pretrained, arch='large', **kwargs)

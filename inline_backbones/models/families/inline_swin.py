@@ -35,11 +35,12 @@ it strictly: anything missing, unexpected or mis-shaped raises
 ``FeatureGetterNet`` over :meth:`~.classifier.Classifier.forward_intermediates`).
 """
 import torch
+from timm.models import register_model
 from torch import nn
 
 from ...registry import MODELS
 from ..backbone import Backbone
-from ..classifier import Classifier, register_classifiers
+from ..classifier import Classifier, create_classifier, released_default_cfgs
 from ..errors import ModelArgumentError
 from ..stages import Stage
 from ..tokens.token_map import TokenMap
@@ -190,5 +191,24 @@ class InLineSwinClassifier(Classifier, family=SWIN):
     :class:`~.classifier.Classifier`; options: :class:`InLineSwinTransformer`'s)."""
 
 
-# inline_swin_{arch}(pretrained=False, **kwargs) here and in timm's registry (docstrings: released.PAPER_FIGURES).
-register_classifiers(InLineSwinClassifier, 'inline_swin_', globals())
+# timm's pretrained cfgs of the released models (links: released.RELEASED_CHECKPOINTS) and their model functions,
+# each documented by the paper's figures as released.PAPER_FIGURES has them (a test checks that they agree).
+default_cfgs = released_default_cfgs(InLineSwinClassifier, 'inline_swin_')
+
+
+@register_model
+def inline_swin_tiny(pretrained=False, **kwargs) -> InLineSwinClassifier:
+    """InLine-Swin-T: embed 96, depths 2-2-6-2, layout IIIS; ImageNet-1k top-1 82.4 (paper)."""
+    return create_classifier(InLineSwinClassifier, 'inline_swin_tiny', pretrained, arch='tiny', **kwargs)
+
+
+@register_model
+def inline_swin_small(pretrained=False, **kwargs) -> InLineSwinClassifier:
+    """InLine-Swin-S: embed 96, depths 2-2-18-2, layout IISS; ImageNet-1k top-1 83.6 (paper)."""
+    return create_classifier(InLineSwinClassifier, 'inline_swin_small', pretrained, arch='small', **kwargs)
+
+
+@register_model
+def inline_swin_base(pretrained=False, **kwargs) -> InLineSwinClassifier:
+    """InLine-Swin-B: embed 128, depths 2-2-18-2, layout IIMS2; ImageNet-1k top-1 84.1 (paper)."""
+    return create_classifier(InLineSwinClassifier, 'inline_swin_base', pretrained, arch='base', **kwargs)
