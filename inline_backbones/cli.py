@@ -21,7 +21,7 @@ and its fix:
   holding modules of both OpenMMLab lines);
 * ``FileNotFoundError``: a file that a command line or a config names (an annotation file, a checkpoint) does not
   exist. A config that does not load (a ``_base_`` that does not exist, a syntax error) is a ``ToolInputError`` of
-  :func:`~.tool_inputs.read_config`.
+  :func:`~.openmmlab.task_tools.read_config`.
 
 mmengine's registry passes on what a class raises while it builds it from a config unchanged: the line is that
 error's message.

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from inline_backbones.cli import exit_on_user_error
-from inline_backbones.data.tool_inputs import ToolInputError, check_checkpoint, check_config, read_config
+from inline_backbones.data.tool_inputs import ToolInputError, check_checkpoint, check_config
+from inline_backbones.openmmlab.task_tools import read_config
 from inline_runtime.images import RuntimeInputError, image_inputs
 
 

@@ -32,8 +32,8 @@ import time
 import torch
 
 from inline_backbones.cli import exit_on_user_error, run_tool
-from inline_backbones.data.tool_inputs import check_checkpoint, check_config, read_config
-from inline_backbones.openmmlab.task_tools import task_of
+from inline_backbones.data.tool_inputs import check_checkpoint, check_config
+from inline_backbones.openmmlab.task_tools import read_config, task_of
 from inline_runtime.images import image_inputs
 
 NATIVE_RESIZE = dict(type='Resize', scale_factor=1.0, keep_ratio=True)

@@ -5,8 +5,7 @@ distributed set-up of ``tools/train.py`` (:func:`prepare_cpu_distributed`)."""
 import os
 import os.path as osp
 
-from ..data.tool_inputs import read_config
-from ..openmmlab.task_tools import syncbn_to_bn_options
+from ..openmmlab.task_tools import read_config, syncbn_to_bn_options
 
 REGION_PREPROCESSORS = {'mmdet': ('DetDataPreprocessor', 'inline_backbones.RegionDetDataPreprocessor',
                                   'inline_backbones.openmmlab.det_preprocessor'),

@@ -32,8 +32,7 @@ def load_task_model(config, checkpoint=None, cfg_options=None):
     (strictly; the backbone's pretrained ``init_cfg`` is not loaded), as mmdet/mmseg's inference builds it."""
     from mmengine.runner import load_checkpoint
 
-    from ..data.tool_inputs import read_config
-    from ..openmmlab.task_tools import build_task_model
+    from ..openmmlab.task_tools import build_task_model, read_config
 
     cfg = read_config(config)
     if cfg_options:

@@ -1,4 +1,5 @@
-"""mmdet or mmseg, chosen by a config's ``default_scope``: the task of a config (:func:`task_of`), its model built
+"""mmdet or mmseg, chosen by a config's ``default_scope``: a config read (:func:`read_config`, files and
+``mmdet::`` / ``mmseg::`` names), the task of a config (:func:`task_of`), its model built
 outside a Runner (:func:`build_task_model`), and mmdet's or mmseg's own ``tools/<name>.py`` (shipped inside the
 installed package under ``.mim/tools``) run for it (:func:`run_task_tool`, behind ``tools/train.py`` and
 ``tools/test.py``). Nothing here imports mmdet or mmseg until a function needs it.
@@ -22,12 +23,35 @@ SYNC_BN_TYPES = ('SyncBN', 'MMSyncBN')  # mmcv's names for torch's and mmcv's Sy
 CHECKED_SPLITS = {'train': ('train', 'val'), 'test': ('test',)}
 
 
+def read_config(path):
+    """The mmengine ``Config`` of the config file ``path`` (:func:`check_config`; an ``mmdet::`` / ``mmseg::`` name
+    is read from the installed package's configs, as ``_base_`` names are). A config that does not load
+    because of what it says (a ``_base_`` that does not exist, a syntax error, a name it does not define, in it or in a
+    config it inherits) is a :class:`ToolInputError` naming the file and the error."""
+    from mmengine.config import Config
+
+    from ..data.tool_inputs import ToolInputError, check_config
+    from .upstream_recipe import RecipeError, recipe_path
+
+    check_config(path)
+    if '::' in path:   # an upstream config by its scope name: its file in the installed package
+        try:
+            path = recipe_path(path)
+        except RecipeError as err:
+            raise ToolInputError(str(err)) from None
+    try:
+        return Config.fromfile(path)
+    except (FileNotFoundError, SyntaxError, NameError) as err:
+        what = f'{err.msg} (line {err.lineno})' if isinstance(err, SyntaxError) and err.lineno else str(err)
+        raise ToolInputError(f'config {path!r} does not load: {type(err).__name__}: {what}') from err
+
+
 def task_of(config):
     """'mmdet' or 'mmseg', from the ``default_scope`` of a config (path or loaded ``Config``); a
     :class:`~.tool_inputs.ToolInputError` for another."""
     from mmengine.config import Config
 
-    from ..data.tool_inputs import ToolInputError, read_config
+    from ..data.tool_inputs import ToolInputError
 
     cfg = config if isinstance(config, Config) else read_config(config)
     scope = cfg.get('default_scope')
@@ -44,7 +68,6 @@ def build_task_model(config):
     from mmengine.model import revert_sync_batchnorm
     from mmengine.registry import init_default_scope
 
-    from ..data.tool_inputs import read_config
 
     cfg = config if isinstance(config, Config) else read_config(config)
     task = task_of(cfg)
@@ -133,7 +156,6 @@ def run_task_tool(name, argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0].startswith('-'):
         raise SystemExit(f'usage: python tools/{name}.py CONFIG [options of mmdet/mmseg tools/{name}.py]')
-    from ..data.tool_inputs import read_config
 
     cfg = read_config(argv[0])
     package = __import__(task_of(cfg))

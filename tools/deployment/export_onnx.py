@@ -33,7 +33,7 @@ import torch
 from mmengine.config import DictAction
 
 from inline_backbones.cli import exit_on_user_error, run_tool
-from inline_backbones.data.tool_inputs import check_checkpoint, check_config, read_config
+from inline_backbones.data.tool_inputs import check_checkpoint, check_config
 from inline_backbones.deployment.onnx_export import (
     EXPORTERS,
     OPSET,
@@ -45,6 +45,7 @@ from inline_backbones.deployment.onnx_export import (
     run_onnx,
     session_spins,
 )
+from inline_backbones.openmmlab.task_tools import read_config
 
 
 def build_model(name, checkpoint=None, cfg_options=None, backbone_only=False, shape=None, dynamic=False):
