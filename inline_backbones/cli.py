@@ -17,7 +17,7 @@ and its fix:
   :class:`~.models.errors.ModelArgumentError` (a model's arch, options, layout or stage indices) and the checkpoint
   errors (:class:`~.checkpoint.CheckpointMismatchError`, :class:`~.checkpoint.CheckpointDownloadError`,
   :class:`~.checkpoint.CheckpointUnreachableError` such as no network, :class:`~.checkpoint.CheckpointLoadError`,
-  :class:`~.archive.CheckpointTruncatedError`) and :class:`~.openmmlab_line.MixedLinesError` (an environment
+  :class:`~.checkpoints.archive.CheckpointTruncatedError`) and :class:`~.openmmlab.line.MixedLinesError` (an environment
   holding modules of both OpenMMLab lines);
 * ``FileNotFoundError``: a file that a command line or a config names (an annotation file, a checkpoint) does not
   exist. A config that does not load (a ``_base_`` that does not exist, a syntax error) is a ``ToolInputError`` of

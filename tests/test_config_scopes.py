@@ -9,7 +9,7 @@ import pytest
 from mmengine.config import Config
 from mmengine.config.utils import MODULE2PACKAGE
 
-from inline_backbones import config_scopes
+from inline_backbones.openmmlab import config_scopes
 from inline_backbones.openmmlab.line import LINES, check_one_line
 
 ROOT = Path(__file__).resolve().parents[1]

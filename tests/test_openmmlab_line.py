@@ -8,8 +8,8 @@ import pytest
 import tomllib
 from tool_modules import load_tool
 
-from inline_backbones import openmmlab_line as ol
 from inline_backbones.cli import run_tool
+from inline_backbones.openmmlab import line as ol
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -316,7 +316,7 @@ def test_a_timeout_is_a_stall_and_a_reset_says_what_happened():
 
 def test_a_stalled_download_times_out_with_the_link(hub_dir, monkeypatch):
     """A server that accepts the connection and never answers (as behind a firewall that drops packets)."""
-    from inline_backbones import checkpoint
+    from inline_backbones.checkpoints import loading as checkpoint
 
     monkeypatch.setattr(checkpoint, 'DOWNLOAD_TIMEOUT', 0.5)
     silent = socket.socket()

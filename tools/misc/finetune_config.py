@@ -179,8 +179,8 @@ def seg_base(name):
 def write_seg(args):
     """The segmentation route: read and check the folder, say what it holds, write the config. A user's mistake is
     a ToolInputError."""
-    from inline_backbones import finetune_seg
     from inline_backbones.data.tool_inputs import ToolInputError
+    from inline_backbones.openmmlab import finetune_seg
 
     folder = finetune_seg.read_folder(
         args.data_root, args.img_dir, args.ann_dir, args.train_split, args.val_split, args.img_suffix,
