@@ -108,7 +108,7 @@ def test_child_config_of_every_recipe(path, tmp_path):
     # the backbone is written whole: nothing of the recipe's is merged into it
     assert set(backbone) == set(swap.backbone) - {'_delete_'}
     own = recipe.get('custom_imports', {}).get('imports', [])
-    region_module = f'inline_backbones.{"det" if kind == "DetDataPreprocessor" else "seg"}_preprocessor'
+    region_module = f'inline_backbones.openmmlab.{"det" if kind == "DetDataPreprocessor" else "seg"}_preprocessor'
     assert child.custom_imports.imports == ([own] if isinstance(own, str) else own) + ['inline_backbones'] + (
         [region_module] if kind in REGION else [])
     keys = ((recipe.get('optim_wrapper') or {}).get('paramwise_cfg') or {}).get('custom_keys')

@@ -47,8 +47,8 @@ RELEASED_WINDOW = 7          # the softmax window of every released InLine-Swin 
 SEG_TEST_PAD = dict(size=(32, 32))
 INSTALLED_CONFIGS = osp.join('.mim', 'configs')
 # The first base of a child of an `mmseg::` recipe: resolves the name on both OpenMMLab lines (config_scopes.py).
-SCOPES_BASE = osp.join(osp.dirname(osp.dirname(osp.abspath(__file__))), 'mmseg_configs', '_base_',
-                       'openmmlab_scopes.py')
+REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))     # inline_backbones/openmmlab/ -> the repository
+SCOPES_BASE = osp.join(REPO, 'mmseg_configs', '_base_', 'openmmlab_scopes.py')
 COMMENT_WIDTH = 116          # the written config's comment lines (a URL longer than that stays whole)
 
 
