@@ -248,10 +248,14 @@ def test_a_model_without_an_inline_backbone_is_refused():
 
 
 @pytest.mark.slow
-def test_trainer_trains_saves_and_the_saved_model_reloads(tmp_path):
+def test_trainer_trains_saves_and_the_saved_model_reloads(tmp_path, monkeypatch):
     """transformers' Trainer (two steps), ``save_model``, ``from_pretrained``: the same logits."""
     from transformers import Trainer, TrainingArguments
 
+    # mmdet's and mmseg's train tools, which other tests run in this process, set LOCAL_RANK: accelerate would then
+    # start a distributed run
+    for name in ('LOCAL_RANK', 'RANK', 'WORLD_SIZE', 'LOCAL_WORLD_SIZE'):
+        monkeypatch.delenv(name, raising=False)
     torch.manual_seed(0)
     model = TASKS['upernet']('inline_swin_tiny')
     before = {k: p.detach().clone() for k, p in the_backbone(model).named_parameters()}
