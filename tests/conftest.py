@@ -6,6 +6,8 @@ import pytest
 import torch
 from openmmlab_marker import touches_openmmlab
 
+pytest_plugins = ['time_budget']   # the run's and each test's time against their budgets (tests/time_budget.py)
+
 if not torch.cuda.is_available():   # the Triton kernels run on the CPU under Triton's interpreter (set before any
     os.environ.setdefault('TRITON_INTERPRET', '1')   # kernel is compiled: mixers/inline/paths.py imports them lazily)
 
