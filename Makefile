@@ -33,7 +33,7 @@ lint: setup
 	$(VENV_ABS)/bin/ruff check .
 
 # Mutation testing of the files in pyproject.toml [tool.mutmut] only_mutate against the fast tests
-# (pytest -m 'not slow'); configuration in pyproject.toml [tool.mutmut], working copy and results in
+# (pytest -m 'not slow or mutation'); configuration in pyproject.toml [tool.mutmut], working copy and results in
 # mutants/ (results are cached there: a second run only tries new or named mutants).
 mutation: setup
 	$(VENV_ABS)/bin/mutmut run --max-children $(MUTATION_JOBS) $(MUTANTS)

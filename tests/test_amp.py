@@ -123,6 +123,8 @@ def fp16_autocast(wrapper, model):
     (torch.bfloat16, through_optim_context, 3e-2),
     (torch.float16, fp16_autocast, 1e-2),
 ], ids=['bf16-optim_context', 'fp16'])
+@pytest.mark.slow
+@pytest.mark.mutation
 def test_amp_step_at_coco_token_count(cpu_amp, fp32_reference, dtype, autocast, tolerance):
     run = amp_step(fp32_reference, autocast)
     assert set(run['dtypes']) == {dtype} and len(run['dtypes']) == 6     # every InLine layer in low precision

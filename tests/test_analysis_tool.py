@@ -28,6 +28,7 @@ def image(tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 def test_tool_writes_json_csv_and_pictures(image, tmp_path):
     pytest.importorskip('mmseg')
     out = subprocess.run(

@@ -453,6 +453,7 @@ def test_reference_takes_one_model_per_family(capsys):
     assert message.startswith('--reference inline-swin-t mmdet:swin-t: one per family (swin: inline-swin-*, ')
 
 
+@pytest.mark.slow
 def test_flatten_rows_against_swin(tmp_path):
     """FLatten-Swin-T, windowed and global, in the Swin family: ratios to mmdet's Swin-T in the same rounds, FLOPs
     and params of the preset's own model."""

@@ -94,16 +94,19 @@ def check_against_mmdet(exported_model, runtime='onnxruntime'):
     return summaries
 
 
+@pytest.mark.slow
 def test_retinanet_file_gives_mmdets_detections(retinanet):
     summaries = check_against_mmdet(retinanet)
     assert all(s.split(': ')[1].startswith('100/100') for s in summaries), summaries   # max_per_img cut the set
 
 
+@pytest.mark.slow
 def test_retinanet_file_in_openvino(retinanet):
     pytest.importorskip('openvino')
     check_against_mmdet(retinanet, runtime='openvino')
 
 
+@pytest.mark.slow
 def test_retinanet_metadata(retinanet):
     cfg, _, model, path = retinanet
     meta = read_metadata(path)
@@ -116,6 +119,7 @@ def test_retinanet_metadata(retinanet):
     assert len(meta['classes']) == model.bbox_head.num_classes
 
 
+@pytest.mark.slow
 def test_runtime_needs_no_torch(retinanet):
     """The file runs in a process that never imports torch or OpenMMLab."""
     _, _, _, path = retinanet
@@ -129,16 +133,19 @@ def test_runtime_needs_no_torch(retinanet):
     assert out.stdout.strip() == '[]', out.stdout + out.stderr
 
 
+@pytest.mark.slow
 def test_mask_rcnn_file_gives_mmdets_detections_and_masks(mask_rcnn):
     summaries = check_against_mmdet(mask_rcnn)
     assert all('mask IoU' in s for s in summaries), summaries
 
 
+@pytest.mark.slow
 def test_cascade_mask_rcnn_file_gives_mmdets_detections_and_masks(cascade):
     summaries = check_against_mmdet(cascade)
     assert all('mask IoU' in s for s in summaries), summaries
 
 
+@pytest.mark.slow
 def test_mask_rcnn_result_layout(mask_rcnn):
     _, _, _, path = mask_rcnn
     (_, image), = smooth_images((150, 230), seed=1)

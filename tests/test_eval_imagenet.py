@@ -78,6 +78,7 @@ def save_released(path, state_dict):
     torch.save({'model': state_dict, 'epoch': 299, 'max_accuracy': 0.0}, path)
 
 
+@pytest.mark.slow
 def test_cli_end_to_end_with_a_head_of_n_classes(tmp_path):
     """A fixture trunk with a 6-class head: the tool's top-1/top-5 equal the independent computation."""
     names = ['red', 'green', 'blue', 'yellow', 'purple', 'cyan']     # sorted order differs from colour order

@@ -101,6 +101,7 @@ def test_timm_registry_has_every_family():
         assert case.classifier.arch_zoo is case.backbone.arch_zoo is case.backbone.family.arch_zoo
 
 
+@pytest.mark.slow
 def test_import_registers_every_timm_model_without_mmdet_or_mmseg():
     code = ('import sys, timm, inline_backbones\n'
             'print(timm.list_models("inline_*"), sorted(m for m in ("mmdet", "mmseg") if m in sys.modules))')

@@ -160,6 +160,8 @@ def test_written_config_takes_classes_and_paths_from_the_json(tmp_path):
     assert cfg.val_evaluator.metric == ['bbox', 'segm'] and cfg.custom_hooks == [CLASS_CHECK]
 
 
+@pytest.mark.slow
+@pytest.mark.mutation
 def test_boxes_only_data_gives_a_faster_rcnn_that_trains_a_step(tmp_path):
     """A json without segmentations: the written config has no mask branch (Faster R-CNN on InLine-Swin), loads
     boxes only, evaluates boxes, and trains (tiny backbone, one epoch of 2 images) with a finite loss."""
@@ -181,6 +183,8 @@ def test_boxes_only_data_gives_a_faster_rcnn_that_trains_a_step(tmp_path):
     assert loss == loss and 0 < loss < 1e3
 
 
+@pytest.mark.slow
+@pytest.mark.mutation
 @pytest.mark.parametrize('boxes_only', [False, True], ids=['cascade-mask-rcnn', 'cascade-rcnn'])
 def test_cascade_config_has_the_classes_in_its_three_box_heads_and_trains_a_step(tmp_path, boxes_only):
     """``--detector cascade``: Cascade Mask R-CNN (Cascade R-CNN for boxes-only data) with the classes in each of

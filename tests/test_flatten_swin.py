@@ -258,6 +258,8 @@ def test_fx_graph_of_a_flatten_classifier_gives_its_logits():
             assert torch.equal(graph(x)['logits'], model(x))
 
 
+@pytest.mark.slow
+@pytest.mark.mutation
 def test_global_flatten_exports_with_dynamic_sizes():
     """torch.export of global FLatten blocks: one graph (the encoding resized in it) gives eager's maps elsewhere."""
     torch.manual_seed(0)

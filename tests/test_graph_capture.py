@@ -136,6 +136,7 @@ def test_mmengine_compile_route_trains(tmp_path):
     assert torch._dynamo.utils.counters['stats']['unique_graphs'] > 0
 
 
+@pytest.mark.slow
 def test_core_imports_no_mmcv():
     """Building and running InLine-Swin-T (backbone, padding-aware) and timm's classifier loads no mmcv module."""
     code = '''

@@ -68,6 +68,7 @@ def test_released_keys_shapes_and_parameters_are_the_authors(arch):
         spec['state_dict']['norm.weight'][0]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('arch', ['tiny', 'small', 'base'])
 def test_flops_at_224_are_the_authors_table(arch):
     from inline_backbones.analysis import flop_analyzer

@@ -165,6 +165,8 @@ def test_mask_rcnn_config_features_export(exporter, onnx_stack, tmp_path):
     assert all(len(e) == 5 for e in errors) and max(max(e) for e in errors) < TOL, errors
 
 
+@pytest.mark.slow
+@pytest.mark.mutation
 @pytest.mark.parametrize('exporter', ['dynamo', 'torchscript'])
 def test_padding_aware_backbone_exports_with_the_regions_as_an_input(exporter, onnx_stack, tmp_path):
     """The regions are the second input: the file gives each image's own features for other regions (and,
@@ -432,6 +434,8 @@ EXPORT_CASES = {
 }
 
 
+@pytest.mark.slow
+@pytest.mark.mutation
 @pytest.mark.parametrize('case', EXPORT_CASES)
 def test_every_family_and_mixer_exports_with_dynamic_sizes(case, onnx_stack, tmp_path):
     """``torch.onnx.export`` called directly (no check of the range's corners as ``export_onnx`` adds), the default

@@ -34,6 +34,7 @@ def test_schedules_come_from_the_configs():
     assert training_cost.schedule(training_cost.load_config(UPER_T)) == (160000, 16, '160000 iterations')
 
 
+@pytest.mark.slow
 def test_measured_twin_derived_and_reference_rows(tmp_path):
     paths = [
         _record(tmp_path, 't1', MASK_T1, 0.5),

@@ -40,8 +40,9 @@ def run_budget(config):
     """The run's budget in seconds and what it is for, or ``(None, reason)`` when the selection has none."""
     if config.getoption('time_budget') is not None:
         return config.getoption('time_budget'), '--time-budget'
+    # no paths given (pytest's testpaths or the invocation directory), or exactly the testpaths
     testpaths = {(config.rootpath / path).resolve() for path in config.getini('testpaths')}
-    whole = config.args_source == pytest.Config.ArgsSource.TESTPATHS or all(
+    whole = config.args_source != pytest.Config.ArgsSource.ARGS or all(
         (config.invocation_params.dir / arg).resolve() in testpaths for arg in config.args)
     if config.getoption('keyword') or not whole:
         return None, 'a partial run (files or -k) has no run budget unless --time-budget is given'
