@@ -1,5 +1,5 @@
 # The two entry points of the README. Both create/refresh the environment first (tools/setup/setup_env.sh;
-# the first run builds the stack and mmcv from source, about 16-20 minutes on 2 cores; later runs take seconds).
+# the first run builds the stack and mmcv from source, 17-29 minutes on 2 cores; later runs take seconds).
 # STACK picks the OpenMMLab line (requirements/<STACK>.txt: official or onedl; the default is set in
 # tools/setup/setup_env.sh); each line has its venv: .venv for the default line, .venv-<STACK> for another.
 # VENV may be relative (to the directory make runs in, also with make -C) or absolute.

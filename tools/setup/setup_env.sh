@@ -28,7 +28,7 @@
 # mmcv's sdist in DIR (tools/setup/fetch_gpu_wheels.sh fetches it).
 #
 # Neither line's mmcv has a wheel with compiled ops for torch 2.14 on PyPI, so it is built from the sdist once
-# (about 10 minutes on 2 cores), with -std=c++17 patched to -std=c++20 (torch 2.14 headers need it), and the
+# (10-25 minutes on 2 cores: 15 on a Zen 4 EPYC, 25 on an AVX2-only EPYC), with -std=c++17 patched to -std=c++20 (torch 2.14 headers need it), and the
 # wheel is cached in $INLINE_CACHE (default ~/.cache/inline_backbones). The cache folder is keyed on a
 # hash of the build recipe (mmcv distribution and version, patch, build flags, torch version, CUDA/CPU flavour,
 # Python version and the text of build_mmcv below), so editing the recipe means a rebuild on the next run,
@@ -326,7 +326,7 @@ elif [ -n "${MMCV_INDEX:-}" ]; then
 fi
 if [ -z "$MMCV_SRC" ]; then
   if ! have_wheel; then
-    echo "[setup] building $MMCV_DIST $MMCV_VERSION ($FLAVOUR; $BUILD_ENV) from source into $WHEEL_DIR (about 10 min on 2 cores)"
+    echo "[setup] building $MMCV_DIST $MMCV_VERSION ($FLAVOUR; $BUILD_ENV) from source into $WHEEL_DIR (10-25 min on 2 cores)"
     run_logged "install mmcv build deps" "${PIP[@]}" install "$(line_pin engine)" ninja psutil "packaging>=24.2"
     build_into_cache
   fi
