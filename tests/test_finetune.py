@@ -138,6 +138,8 @@ def _runner(config, root, work_dir, exclude=None, **extra):
     return Runner.from_cfg(cfg)
 
 
+@pytest.mark.slow
+@pytest.mark.mutation
 def test_written_config_takes_classes_and_paths_from_the_json(tmp_path):
     """tools/misc/finetune_config.py: classes in category-id order from the json, written into every head, split and
     evaluator; a json with masks gives Mask R-CNN."""
@@ -270,6 +272,8 @@ def _add_categories(root, names, order=None):
         path.write_text(json.dumps(coco))
 
 
+@pytest.mark.slow
+@pytest.mark.mutation
 def test_a_child_that_sets_only_classes_is_refused_naming_every_list_and_the_fix(tmp_path):
     """The reported case: a child of the fine-tuning config that sets 7 classes and nothing else builds 4-class heads
     and a 4-class dataset (mmengine resolved the base's variables), so mmdet's NumClassCheckHook passes. ClassCheckHook
@@ -312,6 +316,8 @@ def test_a_child_that_sets_only_classes_is_refused_naming_every_list_and_the_fix
         test_runner.test()
 
 
+@pytest.mark.slow
+@pytest.mark.mutation
 def test_an_annotation_file_with_more_categories_is_refused_unless_a_subset_is_asked_for(tmp_path):
     """The fine-tuning config's 4 classes over a json with 3 more categories: mmdet would train on the 4 and drop the
     rest without a word; ClassCheckHook refuses naming the extra categories, and with allow_subset=True trains,
@@ -346,6 +352,8 @@ def test_an_annotation_file_with_more_categories_is_refused_unless_a_subset_is_a
     assert 'ClassCheckHook: the 4 classes agree with the train, val datasets' in text
 
 
+@pytest.mark.slow
+@pytest.mark.mutation
 def test_classes_in_another_order_than_the_file_are_refused_as_mmdet_numbers_labels_in_the_files_order(tmp_path):
     """mmdet's CocoDataset gives label i to the i-th category the json lists (among the classes), whatever the
     order of `classes`: a json listing the 4 categories in another order would put the config's names on the wrong

@@ -214,6 +214,8 @@ def test_a_process_wide_path_holds_until_reset_and_force_path_wins_within_its_bl
     assert choose(x, attn) == Implementation('torch')
 
 
+@pytest.mark.slow
+@pytest.mark.mutation
 @pytest.mark.parametrize('value, expected', [('reference', 'reference'), ('auto', 'torch'), ('', 'torch')])
 def test_the_environment_variable_sets_the_path_at_import(value, expected):
     code = ('import torch; from inline_backbones.models.mixers.inline.paths import choose; '
@@ -223,6 +225,8 @@ def test_the_environment_variable_sets_the_path_at_import(value, expected):
     assert out.returncode == 0 and out.stdout.strip() == expected, out.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.mutation
 def test_an_unknown_path_in_the_environment_variable_is_an_error_naming_it():
     code = 'import inline_backbones.models.mixers.inline.paths'
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
