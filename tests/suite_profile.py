@@ -12,16 +12,9 @@ import xml.etree.ElementTree as ET
 
 
 def read(path):
-    """``{nodeid-like name: (seconds, outcome)}`` of every test case in a JUnit XML file."""
-    cases = {}
-    for case in ET.parse(path).getroot().iter('testcase'):
-        outcome = 'passed'
-        for child in case:
-            if child.tag in ('failure', 'error', 'skipped'):
-                outcome = child.tag
-        name = f"{case.get('classname', '')}::{case.get('name')}"
-        cases[name] = (float(case.get('time', 0)), outcome)
-    return cases
+    """``{'tests.test_x::test_y[...]': seconds}`` of every test case in a JUnit XML file."""
+    return {f"{case.get('classname', '')}::{case.get('name')}": float(case.get('time', 0))
+            for case in ET.parse(path).getroot().iter('testcase')}
 
 
 def file_of(name):
@@ -29,9 +22,15 @@ def file_of(name):
     return name.split('::')[0].rsplit('.', 1)[-1] + '.py'
 
 
+def short(name):
+    """``tests.test_x::test_y[a.py]`` -> ``test_x::test_y[a.py]`` (parameters may hold dots)."""
+    module, test = name.split('::', 1)
+    return f"{module.rsplit('.', 1)[-1]}::{test}"
+
+
 def per_file(cases):
     files = collections.defaultdict(lambda: [0., 0])
-    for name, (seconds, _) in cases.items():
+    for name, seconds in cases.items():
         files[file_of(name)][0] += seconds
         files[file_of(name)][1] += 1
     return files
@@ -53,9 +52,11 @@ def main(argv=None):
     parser.add_argument('--top', type=int, default=30)
     parser.add_argument('--markdown', action='store_true')
     args = parser.parse_args(argv)
-    runs = [read(path) for path in args.runs[:2]]
+    if len(args.runs) > 2:
+        parser.error(f'one or two runs (before, after), got {len(args.runs)}')
+    runs = [read(path) for path in args.runs]
     files = [per_file(run) for run in runs]
-    totals = [sum(s for s, _ in run.values()) for run in runs]
+    totals = [sum(run.values()) for run in runs]
     print(' / '.join(f'{len(run)} tests, {total:.0f} s ({total / 60:.1f} min) in tests'
                      for run, total in zip(runs, totals, strict=True)))
     order = sorted(set().union(*files), key=lambda f: -max(fs.get(f, (0, 0))[0] for fs in files))
@@ -65,11 +66,11 @@ def main(argv=None):
             for f in order[:args.top]]
     print(table(rows, header, args.markdown))
     print()
-    slowest = sorted(runs[0].items(), key=lambda kv: -kv[1][0])[:args.top]
+    slowest = sorted(runs[0].items(), key=lambda kv: -kv[1])[:args.top]
     header = ['test', 's' + (' A' if len(runs) > 1 else '')] + (['s B'] if len(runs) > 1 else [])
-    rows = [[name.rsplit('.', 1)[-1], f'{seconds:.1f}'] + (
-        [f'{runs[1][name][0]:.1f}' if name in runs[1] else 'gone'] if len(runs) > 1 else [])
-        for name, (seconds, _) in slowest]
+    rows = [[short(name), f'{seconds:.1f}'] + (
+        [f'{runs[1][name]:.1f}' if name in runs[1] else 'gone'] if len(runs) > 1 else [])
+        for name, seconds in slowest]
     print(table(rows, header, args.markdown))
 
 
