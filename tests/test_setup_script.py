@@ -11,9 +11,10 @@ SCRIPT = ROOT / 'tools' / 'setup' / 'setup_env.sh'
 
 
 def _env(**env):
-    """The environment of a set-up run: the caller's, without a line or prebuilt wheel chosen outside the test (also
-    not through make's own variables: `make test STACK=onedl` passes STACK to every make below it in MAKEFLAGS)."""
-    chosen = ('STACK', 'MMCV_WHEEL', 'MMCV_INDEX', 'MAKEFLAGS', 'MFLAGS', 'MAKELEVEL', 'MAKEOVERRIDES')
+    """The environment of a set-up run: the caller's, without a line, venv or prebuilt wheel chosen outside the test
+    (also not through make's own variables: `make test STACK=onedl VENV=.venv` exports both to the tests and passes
+    them to every make below it in MAKEFLAGS)."""
+    chosen = ('STACK', 'VENV', 'MMCV_WHEEL', 'MMCV_INDEX', 'MAKEFLAGS', 'MFLAGS', 'MAKELEVEL', 'MAKEOVERRIDES')
     base = {k: v for k, v in os.environ.items() if k not in chosen}
     return {**base, **env}
 
