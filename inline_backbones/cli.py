@@ -17,8 +17,9 @@ and its fix:
   :class:`~.models.errors.ModelArgumentError` (a model's arch, options, layout or stage indices) and the checkpoint
   errors (:class:`~.checkpoint.CheckpointMismatchError`, :class:`~.checkpoint.CheckpointDownloadError`,
   :class:`~.checkpoint.CheckpointUnreachableError` such as no network, :class:`~.checkpoint.CheckpointLoadError`,
-  :class:`~.checkpoints.archive.CheckpointTruncatedError`) and :class:`~.openmmlab.line.MixedLinesError` (an environment
-  holding modules of both OpenMMLab lines);
+  :class:`~.checkpoints.archive.CheckpointTruncatedError`), :class:`~.openmmlab.line.MixedLinesError` (an environment
+  holding modules of both OpenMMLab lines) and :class:`~.frameworks.OpenMMLabNotInstalled` (an OpenMMLab option or tool
+  where no line is installed);
 * ``FileNotFoundError``: a file that a command line or a config names (an annotation file, a checkpoint) does not
   exist. A config that does not load (a ``_base_`` that does not exist, a syntax error) is a ``ToolInputError`` of
   :func:`~.openmmlab.task_tools.read_config`.
@@ -44,10 +45,10 @@ from .checkpoints.loading import (
     CheckpointUnreachableError,
 )
 from .data.tool_inputs import ToolInputError
+from .frameworks import OpenMMLabNotInstalled, require_openmmlab
 from .models.errors import ModelArgumentError
-from .openmmlab.class_check import ClassMismatchError
+from .openmmlab.errors import ClassMismatchError, RecipeError
 from .openmmlab.line import MixedLinesError
-from .openmmlab.upstream_recipe import RecipeError
 
 # (message regex, category) of the warnings filtered out, each about upstream code and nothing a user gives:
 # setuptools' deprecation of pkg_resources, which mmengine imports to find installed packages (an mmdet:: or mmseg::
@@ -64,7 +65,7 @@ UPSTREAM_NOISE = (
 # The exception classes whose every instance is a user's mistake (module docstring).
 USER_ERRORS = (ToolInputError, RecipeError, ClassMismatchError, ModelArgumentError, CheckpointMismatchError,
                CheckpointDownloadError, CheckpointUnreachableError, CheckpointLoadError, CheckpointTruncatedError,
-               MixedLinesError, RuntimeInputError, FileNotFoundError)
+               MixedLinesError, RuntimeInputError, OpenMMLabNotInstalled, FileNotFoundError)
 DEBUG_VARIABLE = 'INLINE_DEBUG'
 _REGISTRY_MISS = re.compile(r'\S+ is not in the \S+ registry')      # mmengine's KeyError for an unknown type
 _debug = contextvars.ContextVar('debug', default=False)
@@ -119,3 +120,18 @@ def run_tool(main, tool, argv=None):
 def progress(tool, message):
     """One line of progress on stderr, ``[tool] message``, shown at once."""
     print(f'[{tool}] {message}', file=sys.stderr, flush=True)
+
+
+class ConfigOptions(argparse.Action):
+    """``--cfg-options KEY=VALUE ...``: an mmdet/mmseg config's overrides, parsed by mmengine's ``DictAction``, which
+    is imported when the option is given: a tool that also takes timm names parses its other options without
+    OpenMMLab (the option itself is an :class:`~.frameworks.OpenMMLabNotInstalled` error there)."""
+
+    def __init__(self, option_strings, dest, nargs='+', **kwargs):
+        super().__init__(option_strings, dest, nargs=nargs, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        require_openmmlab(option_string)
+        from .openmmlab.task_tools import dict_action
+
+        dict_action(self.option_strings, self.dest, self.nargs)(parser, namespace, values, option_string)

@@ -1,4 +1,5 @@
-"""The package's registries: models and hooks.
+"""The package's registries in mmengine's tree: models and hooks (part of the OpenMMLab edge; importing this module
+needs mmengine, ``import inline_backbones`` does not).
 
 ``MODELS`` is a child of mmengine's root ``MODELS`` registry with scope ``inline_backbones`` (the
 pattern mmpretrain uses). mmdet's and mmseg's registries are siblings under the same root, so a config
@@ -16,6 +17,6 @@ from mmengine.registry import MODELS as MMENGINE_MODELS
 from mmengine.registry import Registry
 
 MODELS = Registry(
-    'model', parent=MMENGINE_MODELS, scope='inline_backbones', locations=['inline_backbones.models'])
+    'model', parent=MMENGINE_MODELS, scope='inline_backbones', locations=['inline_backbones.openmmlab.edge'])
 HOOKS = Registry(
     'hook', parent=MMENGINE_HOOKS, scope='inline_backbones', locations=['inline_backbones.openmmlab.class_check'])

@@ -8,8 +8,8 @@ from a list: a module touches OpenMMLab when
   or ``demo/`` whose source does (the tests run them as subprocesses or load them with ``tool_modules``), or
 * its source names one of them in a string (``pytest.importorskip('mmdet.models...')``, ``'mmdet::swin/...'``), or
 * a name it imports from this package (a class, function or module of ``inline_backbones``) is defined in a module
-  whose source imports one of them (e.g. the registry, the checkpoint loader, the task tools), or is a class with
-  such a base (the mmdet/mmseg backbones are mmengine ``BaseModule`` s), or
+  whose source imports one of them (e.g. the registry, the OpenMMLab edge, the task tools; the package's strings,
+  such as the error naming the extras, do not count), or is a class with such a base, or
 * a helper module of ``tests/`` it imports touches OpenMMLab by these rules (conftest.py, which every test runs
   under, is not counted: its references live in torch alone).
 
@@ -33,8 +33,9 @@ _NAMED = re.compile(r'^(?:mmengine|mmcv|mmdet|mmseg)(?:\.|::|$)')
 
 
 @functools.cache
-def _source_imports_openmmlab(path: Path, _visiting: frozenset = frozenset()) -> bool:
-    """Whether the file at ``path`` imports an OpenMMLab package anywhere, or names a script that does."""
+def _source_imports_openmmlab(path: Path, _visiting: frozenset = frozenset(), strings: bool = True) -> bool:
+    """Whether the file at ``path`` imports an OpenMMLab package anywhere, or (``strings``) names one or a script
+    that does."""
     _visiting = _visiting | {path}
     tree = ast.parse(path.read_text(encoding='utf-8'))
     for node in ast.walk(tree):
@@ -44,13 +45,13 @@ def _source_imports_openmmlab(path: Path, _visiting: frozenset = frozenset()) ->
         elif isinstance(node, ast.ImportFrom):
             if node.level == 0 and node.module and node.module.split('.')[0] in OPENMMLAB:
                 return True
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        elif strings and isinstance(node, ast.Constant) and isinstance(node.value, str):
             if _NAMED.match(node.value):
                 return True
             for script in {ROOT / name for name in _SCRIPT.findall(node.value)} - _visiting:
                 if script.is_file() and _source_imports_openmmlab(script, _visiting):
                     return True
-        elif isinstance(node, ast.List) and _runs_mim(node):
+        elif strings and isinstance(node, ast.List) and _runs_mim(node):
             return True
     return False
 
@@ -88,8 +89,22 @@ def touches_openmmlab(module: types.ModuleType, _seen: frozenset = frozenset()) 
             if file is None or Path(file).resolve() in seen:
                 continue
             file = Path(file).resolve()
-            if file.is_relative_to(PACKAGE) and _source_imports_openmmlab(file):
+            if file.is_relative_to(PACKAGE) and _source_imports_openmmlab(file, strings=False):
                 return True
             if file.parent == TESTS and file.name != 'conftest.py' and touches_openmmlab(defining, seen):
                 return True
     return False
+
+
+_HELPER_IMPORT = re.compile(r'^(?:from|import)\s+(\w+)', re.MULTILINE)
+
+
+@functools.cache
+def source_touches_openmmlab(path: Path) -> bool:
+    """Whether a test module's source, or the source of a ``tests/`` helper it imports (by these rules, read, not
+    imported), names OpenMMLab: what decides, before importing it, that a module cannot even be collected without a
+    line."""
+    if _source_imports_openmmlab(path):
+        return True
+    helpers = {TESTS / f'{name}.py' for name in _HELPER_IMPORT.findall(path.read_text(encoding='utf-8'))}
+    return any(helper.is_file() and helper != path and source_touches_openmmlab(helper) for helper in helpers)

@@ -7,14 +7,16 @@ import os.path as osp
 import subprocess
 import sys
 
+import cv2
 import mmcv
 import numpy as np
 import pytest
 import torch
 
 from inline_backbones import InLineSwinTransformer
-from inline_backbones.analysis.inputs import build_backbone, config_resize, object_points
+from inline_backbones.analysis.inputs import build_backbone, object_points
 from inline_backbones.data.shapes import render_image
+from inline_backbones.openmmlab.analysis_config import config_resize_args
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 SEG_CONFIG = osp.join(ROOT, 'mmseg_configs', 'inline-swin-mini_upernet_shapes-256x256.py')
@@ -72,7 +74,7 @@ def test_backbone_from_a_detector_checkpoint_and_test_scale(tmp_path):
     for (name, a), b in zip(reference.state_dict().items(), loaded.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
     assert norm['std'] == [58.395, 57.12, 57.375] and norm['bgr_to_rgb']
-    assert config_resize(DET_CONFIG) == ((256, 256), True)
+    assert config_resize_args(DET_CONFIG) == ((256, 256), True)
     with pytest.raises(ValueError, match='exactly one'):
         build_backbone(DET_CONFIG, arch='tiny')
 
@@ -85,3 +87,20 @@ def test_points_are_picked_on_objects():
     inside = [(40 <= x < 60 and 5 <= y < 15) or (5 <= x < 20 and 45 <= y < 60) for x, y in points]
     assert len(points) == 2 and all(inside)
     assert (points[0][0] < 30) != (points[1][0] < 30)                           # one on each object
+
+
+def test_images_are_resized_as_mmcv_resizes(tmp_path):
+    """The analysis reads and resizes images with OpenCV (no OpenMMLab needed): ``--size`` gives mmcv's ``imresize``
+    exactly, and a config's test ``Resize`` is mmcv's own (``imrescale`` keeping the ratio)."""
+    mmcv = pytest.importorskip('mmcv')
+    from inline_backbones.analysis.inputs import IMAGENET_NORM, load_image
+    from inline_backbones.openmmlab.analysis_config import config_resize
+
+    path = str(tmp_path / 'image.png')
+    cv2.imwrite(path, np.random.default_rng(0).integers(0, 256, (37, 53, 3), dtype=np.uint8))
+    rgb, tensor = load_image(path, IMAGENET_NORM, size=(20, 30))
+    assert np.array_equal(rgb, mmcv.bgr2rgb(mmcv.imresize(mmcv.imread(path), (30, 20))))
+    assert tensor.shape == (1, 3, 20, 30)
+    rgb, tensor = load_image(path, IMAGENET_NORM, resize=config_resize(DET_CONFIG))
+    assert np.array_equal(rgb, mmcv.bgr2rgb(mmcv.imrescale(mmcv.imread(path), (256, 256))))
+    assert tensor.shape[2:] == rgb.shape[:2] == (181, 256)

@@ -14,7 +14,8 @@ from mmengine.logging import HistoryBuffer
 from torch import nn
 
 from inline_backbones import MODELS, CheckpointMismatchError, InLineSwinTransformer, load_pretrained
-from inline_backbones.checkpoints.loading import FilteredStateDict, allow_mmengine_checkpoints, load_checkpoint_file
+from inline_backbones.checkpoints.loading import FilteredStateDict, load_checkpoint_file
+from inline_backbones.openmmlab.checkpoints import allow_mmengine_checkpoints
 
 SMALL_ARCH = dict(embed_dims=32, depths=[2, 2, 2, 2], num_heads=[1, 2, 4, 8])
 
@@ -456,7 +457,7 @@ def test_mmengine_local_loads_give_the_packages_errors(tmp_path, monkeypatch):
 
     from mmengine.runner import CheckpointLoader, load_checkpoint
 
-    from inline_backbones.checkpoints.loading import route_mmengine_local_loads
+    from inline_backbones.openmmlab.checkpoints import route_mmengine_local_loads
 
     route_mmengine_local_loads()   # (done at import; again here, so that the routing itself is what runs)
     model = nn.Linear(2, 1)

@@ -3,12 +3,10 @@ downloaded once into torch's hub cache under a name keyed by the whole URL, kept
 checkpoint with ``weights_only=True``, then loaded like a local file. Served from this test by a loopback
 HTTP server (and ``file://``); nothing comes from the internet."""
 import hashlib
-import http.server
 import io
 import os
 import re
 import socket
-import threading
 import time
 import traceback
 
@@ -24,8 +22,6 @@ from inline_backbones.checkpoints.loading import (
 )
 
 SMALL_ARCH = dict(embed_dims=32, depths=[2, 2, 2, 2], num_heads=[1, 2, 4, 8])
-MAX_REQUESTS = 8      # per server: every test makes fewer
-SERVE_SECONDS = 60    # a server stops by itself after this long
 HTML = b'<!DOCTYPE html>\n<html><head><title>Share link expired</title></head><body>Sorry</body></html>\n'
 
 
@@ -34,61 +30,6 @@ def hub_dir(tmp_path, monkeypatch):
     """An empty torch hub cache for this test ($TORCH_HOME/hub)."""
     monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch_home'))
     return tmp_path / 'torch_home' / 'hub'
-
-
-@pytest.fixture
-def serve():
-    """``serve(routes)`` starts an HTTP server on 127.0.0.1 (free port) and returns (base URL, request log).
-
-    ``routes`` maps a request path (query included) to the responses for its successive requests, each
-    ``(status, body)`` or ``(status, body, bytes_sent)``: ``Content-Length`` announces the whole body, only
-    ``bytes_sent`` of it are sent (a truncated download). Unknown paths, and paths whose responses are used
-    up, get a 404. The server stops by itself after MAX_REQUESTS requests or SERVE_SECONDS, and at the end
-    of the test; clients time out after 10 s (torch's download sets no timeout of its own).
-    """
-    started = []
-    default_timeout = socket.getdefaulttimeout()
-    socket.setdefaulttimeout(10)
-
-    def start(routes):
-        log = []
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                log.append(self.path)
-                if not routes.get(self.path):
-                    self.send_error(404)
-                    return
-                status, body, *sent = routes[self.path].pop(0)
-                self.send_response(status)
-                self.send_header('Content-Type', 'text/html' if body.startswith(b'<!') else 'application/octet-stream')
-                self.send_header('Content-Length', str(len(body)))
-                self.end_headers()
-                self.wfile.write(body[:sent[0]] if sent else body)
-
-            def log_message(self, *args):
-                pass
-
-        server = http.server.HTTPServer(('127.0.0.1', 0), Handler)
-        server.timeout = 0.1
-        stop = threading.Event()
-        deadline = time.monotonic() + SERVE_SECONDS
-
-        def loop():
-            while not stop.is_set() and len(log) < MAX_REQUESTS and time.monotonic() < deadline:
-                server.handle_request()
-            server.server_close()
-
-        thread = threading.Thread(target=loop, daemon=True)
-        thread.start()
-        started.append((stop, thread))
-        return f'http://127.0.0.1:{server.server_address[1]}', log
-
-    yield start
-    socket.setdefaulttimeout(default_timeout)
-    for stop, thread in started:
-        stop.set()
-        thread.join(timeout=5)
 
 
 def checkpoint_bytes(obj):

@@ -1,12 +1,11 @@
 """What the attention analysis runs on: a backbone from a config or an arch (+ checkpoint), images
-resized and normalised as the config's test pipeline does, and query points picked on objects."""
-import copy
-
+resized and normalised as the config's test pipeline does, and query points picked on objects. A config (mmdet/mmseg)
+is read through the OpenMMLab edge (:mod:`inline_backbones.openmmlab.analysis_config`); an arch needs no OpenMMLab."""
 import cv2
-import mmcv
 import numpy as np
 import torch
 
+from ..frameworks import require_openmmlab
 from ..models import InLineSwinTransformer
 
 IMAGENET_NORM = dict(mean=[123.675, 116.28, 103.53], std=[58.395, 57.12, 57.375], bgr_to_rgb=True)
@@ -21,13 +20,11 @@ def build_backbone(config=None, arch=None, checkpoint=None, prefix=None, **overr
         raise ValueError('give exactly one of config and arch')
     norm = dict(IMAGENET_NORM)
     if config is not None:
-        from mmengine.config import Config
-        cfg = Config.fromfile(config) if isinstance(config, str) else config
-        kwargs = copy.deepcopy(cfg.model.backbone.to_dict())
-        if kwargs.pop('type', '').split('.')[-1] != InLineSwinTransformer.__name__:
-            raise ValueError(f'{config}: model.backbone is not an InLineSwinTransformer')
-        preprocessor = cfg.model.get('data_preprocessor') or {}
-        norm.update({k: preprocessor[k] for k in ('mean', 'std', 'bgr_to_rgb') if k in preprocessor})
+        require_openmmlab('an mmdet/mmseg config (--config; --arch needs none)')
+        from ..openmmlab.analysis_config import config_backbone
+
+        kwargs, config_norm = config_backbone(config, InLineSwinTransformer.__name__)
+        norm.update(config_norm)
     else:
         kwargs = dict(arch=arch)
     kwargs.update({k: v for k, v in overrides.items() if v is not None})
@@ -53,32 +50,20 @@ def fan_in_weights(module, seed, jitter=0.05):
     return module
 
 
-def config_resize(config):
-    """``(scale, keep_ratio)`` of the config's test pipeline ``Resize``, or None when it does not resize."""
-    from mmengine.config import Config
-    cfg = Config.fromfile(config) if isinstance(config, str) else config
-    pipeline = cfg.get('test_pipeline') or cfg.test_dataloader.dataset.get('pipeline', [])
-    for step in pipeline:
-        if step['type'].split('.')[-1] == 'Resize':
-            return tuple(step['scale']), step.get('keep_ratio', False)
-    return None
-
-
 def load_image(path, norm, size=None, resize=None):
     """Read ``path`` and return ``(rgb uint8 H x W x 3, normalised 1 x 3 x H x W tensor)``.
 
-    ``size`` (H, W) resizes exactly; otherwise ``resize`` = ``(scale, keep_ratio)`` as mmcv's ``Resize``
-    (``imrescale`` keeping the ratio within ``scale``, else ``imresize`` to ``scale`` = (W, H)).
+    ``size`` (H, W) resizes exactly (bilinear, as mmcv's ``imresize``); otherwise ``resize``, a function of the BGR
+    image (a config's test ``Resize``: :func:`inline_backbones.openmmlab.analysis_config.config_resize`), if given.
     """
-    img = mmcv.imread(path)
+    img = cv2.imread(path, cv2.IMREAD_COLOR)
     if img is None:
         raise FileNotFoundError(f'cannot read image {path!r}')
     if size is not None:
-        img = mmcv.imresize(img, (size[1], size[0]))
+        img = cv2.resize(img, (size[1], size[0]), interpolation=cv2.INTER_LINEAR)
     elif resize is not None:
-        scale, keep_ratio = resize
-        img = mmcv.imrescale(img, scale) if keep_ratio else mmcv.imresize(img, scale)
-    rgb = mmcv.bgr2rgb(img)
+        img = resize(img)
+    rgb = np.ascontiguousarray(img[..., ::-1])
     net = rgb if norm.get('bgr_to_rgb', True) else img
     tensor = (torch.from_numpy(net.astype(np.float32)) - torch.tensor(norm['mean'])) / torch.tensor(norm['std'])
     return rgb, tensor.permute(2, 0, 1).unsqueeze(0).contiguous()

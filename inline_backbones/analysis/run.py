@@ -7,9 +7,9 @@ per-layer summary), ``attention_stats.csv`` (one row per image, layer and head),
 """
 import os
 import os.path as osp
+import sys
 
 import torch
-from mmengine.utils import track_iter_progress
 
 from . import plots
 from .capture import capture_inline_inputs
@@ -23,13 +23,20 @@ def last_layer_per_stage(records):
     return list({record.stage: record.name for record in records}.values())
 
 
+def _progress(items):
+    """``items``, one line on stderr per item (``[i/n] name``)."""
+    for i, item in enumerate(items, 1):
+        print(f'[{i}/{len(items)}] {os.path.basename(str(item))}', file=sys.stderr, flush=True)
+        yield item
+
+
 def analyze_attention(backbone, image_paths, settings, out_dir, norm, size=None, resize=None, points=None,
                       num_points=3, map_layers=None, meta=None):
     """Analyse ``backbone`` on each image; ``points`` (x, y pixels) or ``num_points`` picked on objects
     are drawn for ``map_layers`` (default the last InLine layer of each stage). Returns the JSON data."""
     os.makedirs(out_dir, exist_ok=True)
     images, pairs = [], {}
-    for path in track_iter_progress(list(image_paths)):
+    for path in _progress(list(image_paths)):
         rgb, tensor = load_image(path, norm, size, resize)
         records = capture_inline_inputs(backbone, tensor)
         names = [r.name for r in records]

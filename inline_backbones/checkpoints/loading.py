@@ -20,8 +20,9 @@ Everything goes through ``torch.load(..., weights_only=True)``; nothing turns th
   (a CfgNode is a dict of plain values), so yacs need not be installed and no code from the file runs.
 * mmengine's Runner saves ``HistoryBuffer`` objects and numpy arrays/scalars in ``message_hub``; mmengine
   0.10.7 calls ``torch.load`` without ``weights_only``, which torch >= 2.6 treats as ``True``, so
-  ``load_from``, ``--resume`` and testing fail. :func:`allow_mmengine_checkpoints` allow-lists exactly
-  those classes (called when the package is imported, i.e. through ``custom_imports``).
+  ``load_from``, ``--resume`` and testing fail.
+  :func:`inline_backbones.openmmlab.checkpoints.allow_mmengine_checkpoints` allow-lists exactly those classes (the
+  OpenMMLab edge calls it when the package is imported with a line installed, i.e. through ``custom_imports``).
 * A checkpoint given as a URL (``http(s)://``, ``file://``), as mmengine's ``Pretrained`` accepts, is
   downloaded once into torch's hub cache (``$TORCH_HOME/hub/checkpoints/<name>-<URL hash>.pth``, where timm
   and torchvision keep theirs), kept only if it loads as a checkpoint, and then loaded like a local file.
@@ -31,7 +32,6 @@ import hashlib
 import logging
 import os
 import os.path as osp
-import pickle
 import re
 import shutil
 import urllib.error
@@ -39,7 +39,6 @@ import urllib.request
 import uuid
 from collections import OrderedDict
 
-import numpy as np
 import torch
 
 from .archive import check_not_truncated
@@ -60,51 +59,6 @@ class ReleasedConfig:
 
     def __new__(cls, *args, **kwargs):
         return OrderedDict()
-
-
-def _history_buffer_statistic(owner, name):
-    """Stands in for ``builtins.getattr`` in checkpoints: mmengine pickles ``HistoryBuffer``'s registered
-    statistics methods as ``getattr(HistoryBuffer, 'min')`` etc. Nothing else may be looked up."""
-    from mmengine.logging import HistoryBuffer
-
-    # An instance registers the default statistics (min, max, current, mean) in the class-level table.
-    if owner is HistoryBuffer and name in HistoryBuffer()._statistics_methods:
-        return getattr(owner, name)
-    raise pickle.UnpicklingError(f'checkpoint asks for getattr({owner!r}, {name!r}); only HistoryBuffer '
-                                 f'statistics methods are allowed')
-
-
-def allow_mmengine_checkpoints():
-    """Allow-list exactly the non-tensor objects that mmengine's Runner puts into checkpoints."""
-    from mmengine.logging import HistoryBuffer
-
-    torch.serialization.add_safe_globals([
-        HistoryBuffer,
-        (_history_buffer_statistic, 'builtins.getattr'),
-        np.ndarray,
-        np.dtype,
-        np._core.multiarray._reconstruct,
-        np._core.multiarray.scalar,
-        # Unpickling a dtype BUILDs an instance of its class (numpy.dtypes.Float64DType, ...).
-        *{type(np.dtype(t)) for t in ('bool', 'int8', 'int16', 'int32', 'int64', 'uint8', 'uint16',
-                                       'uint32', 'uint64', 'float16', 'float32', 'float64')},
-    ])
-
-
-def route_mmengine_local_loads():
-    """mmengine reads local checkpoints (``load_from``, ``--resume``, ``mim test``, ``load_checkpoint``) with a
-    bare ``torch.load``, whose error on a damaged or unsafe file advises turning ``weights_only`` off. Register
-    the package's loader as mmengine's local-file scheme (:class:`mmengine.runner.CheckpointLoader`), so those
-    reads are the same safe load with the package's errors: the file named, no unsafe advice."""
-    from mmengine.runner import CheckpointLoader
-
-    def load_from_local(filename, map_location):
-        filename = osp.expanduser(filename)
-        if not osp.isfile(filename):
-            raise FileNotFoundError(f'checkpoint file not found: {filename!r}')
-        return _torch_load(filename, map_location)
-
-    CheckpointLoader.register_scheme(prefixes='', force=True)(load_from_local)
 
 
 URL_SCHEMES = ('http://', 'https://', 'file://')
@@ -209,11 +163,9 @@ def download_checkpoint(url, sha256=None, hint=CONFIG_HINT):
     where a copy fetched by hand is picked up; ``hint`` says how to give a local path instead (a config option by
     default).
     """
-    from mmengine.dist import barrier, get_local_rank
-
     _check_digest(sha256, url)
     local = cache_path(url)
-    if get_local_rank() == 0 and not osp.isfile(local):
+    if _local_rank() == 0 and not osp.isfile(local):
         os.makedirs(osp.dirname(local), exist_ok=True)
         partial = f'{local}.{uuid.uuid4().hex}.partial'
         try:
@@ -226,10 +178,23 @@ def download_checkpoint(url, sha256=None, hint=CONFIG_HINT):
         finally:
             if osp.exists(partial):
                 os.remove(partial)
-    barrier()
+    if _distributed():
+        torch.distributed.barrier()
     if not osp.isfile(local):
         raise CheckpointUnreachableError(f'checkpoint {url!r} was not downloaded to {local!r} on this node')
     return local
+
+
+def _distributed():
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
+def _local_rank():
+    """This process's rank on its node: 0 outside a distributed run; else ``LOCAL_RANK``, which torchrun, mmengine's
+    launchers and Slurm's wrapper in mmengine set (the global rank where it is not set: a single node)."""
+    if not _distributed():
+        return 0
+    return int(os.environ.get('LOCAL_RANK', torch.distributed.get_rank()))
 
 
 def _check_digest(sha256, source):

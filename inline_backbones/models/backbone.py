@@ -1,16 +1,24 @@
-"""The mmdet/mmseg backbone of every family: the trunk (:class:`~.trunk.Trunk`) with mmengine's conventions."""
-from mmengine.logging import MMLogger
-from mmengine.model import BaseModule
+"""The mmdet/mmseg backbone of every family: the trunk (:class:`~.trunk.Trunk`) with mmengine's conventions.
+
+It is a plain ``nn.Module`` that follows mmengine's module protocol (``init_cfg``, ``init_weights()``, ``is_init``:
+what an mmengine ``BaseModule`` parent calls on its children), so the same class serves mmdet, mmseg and plain
+PyTorch, and importing it needs no OpenMMLab. The OpenMMLab edge (:mod:`inline_backbones.openmmlab.edge`) registers
+it in the ``inline_backbones`` scope and lends it mmengine's logger and initializers
+(:mod:`inline_backbones.frameworks`).
+"""
+import copy
+
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from .. import frameworks
 from ..checkpoints.loading import load_pretrained
 from .errors import ModelArgumentError
 from .stages import to_nchw
 from .trunk import Trunk
 
 
-class Backbone(Trunk, BaseModule):
+class Backbone(Trunk):
     """A family's trunk as an mmdet/mmseg backbone (a family subclass: ``class X(Backbone, family=TABLE)``).
 
     ``forward(x, image_shapes=None)`` returns the NCHW maps of the ``out_indices`` stages (strides 4, 8, 16, 32
@@ -27,7 +35,8 @@ class Backbone(Trunk, BaseModule):
         init_cfg (dict, optional): ``dict(type='Pretrained', checkpoint=PATH[, prefix='backbone.'][, sha256=...])``
             loads a released ImageNet checkpoint, or a detector's / segmentor's with ``prefix``, strictly through
             the family's ``checkpoint_filter`` (:func:`inline_backbones.checkpoints.loading.load_pretrained`); None: a
-            truncated-normal init (:meth:`~.trunk.Trunk.init_trunk_weights`).
+            truncated-normal init (:meth:`~.trunk.Trunk.init_trunk_weights`); another type is one of mmengine's
+            initializers (``Kaiming`` ...), applied through the OpenMMLab edge (an error without a line).
         **options: The family's options (``family.options``); an unknown one is a
             :class:`~.errors.ModelArgumentError` listing them.
     """
@@ -36,7 +45,9 @@ class Backbone(Trunk, BaseModule):
                  frozen_stages=-1, norm_eval=False, with_cp=False, padding_aware=False, init_cfg=None, **options):
         super().__init__(arch=next(iter(self.family.arch_zoo)) if arch is None else arch, attn_type=attn_type,
                          in_channels=in_channels, drop_path_rate=drop_path_rate, with_cp=with_cp,
-                         padding_aware=padding_aware, options=options, init_cfg=init_cfg)
+                         padding_aware=padding_aware, options=options)
+        self.init_cfg = copy.deepcopy(init_cfg)
+        self._is_init = False
         num_stages = len(self.layers)
         out_indices = tuple(out_indices)
         if not out_indices or any(not 0 <= i < num_stages for i in out_indices):
@@ -72,14 +83,19 @@ class Backbone(Trunk, BaseModule):
                 outs.append(to_nchw(out if norm is None else norm(out), tokens))
         return tuple(outs)
 
+    @property
+    def is_init(self):
+        """Whether :meth:`init_weights` ran (mmengine's parents then do not initialise the backbone again)."""
+        return self._is_init
+
     def init_weights(self):
         """A strict load of ``init_cfg`` type ``Pretrained`` (the file and its sha256 prefix logged: a Runner's log says
-        where the backbone's weights came from), another ``init_cfg`` by mmengine, or from scratch."""
+        where the backbone's weights came from), another ``init_cfg`` by mmengine's initializers, or from scratch."""
         if self.init_cfg is not None and self.init_cfg.get('type') == 'Pretrained':
             load_pretrained(self, self.init_cfg['checkpoint'], prefix=self.init_cfg.get('prefix'),
-                            sha256=self.init_cfg.get('sha256'), logger=MMLogger.get_current_instance())
+                            sha256=self.init_cfg.get('sha256'), logger=frameworks.logger())
         elif self.init_cfg is not None:
-            super().init_weights()
+            frameworks.initialize(self, self.init_cfg)
         else:
             self.init_trunk_weights()
         self._is_init = True

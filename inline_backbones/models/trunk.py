@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
-from mmengine.logging import MMLogger
 from timm.models._manipulate import adapt_input_conv
 from torch import nn
 
+from .. import frameworks
 from .errors import ModelArgumentError
 from .layout import parse_attn_layout
 from .stages import iter_stages
@@ -137,7 +137,7 @@ class Trunk(nn.Module):
         padding_aware (bool): Each image of a zero-padded batch sees only its own region
             (:mod:`inline_backbones.regions`, :func:`~.stages.iter_stages`).
         options (dict): The family's options (``family.options``).
-        **kwargs: For the next class of a wrapper's bases (mmengine's ``BaseModule``: ``init_cfg``).
+        **kwargs: For the next class of a wrapper's bases.
     """
 
     family: Family = None
@@ -257,14 +257,15 @@ def adapt_first_conv(state_dict, model):
       ``x`` repeated to three channels (the conv is linear in its input);
     * n != 3: ``W'[:, i] = (3 / n) W[:, i mod 3]`` (the RGB weights repeated, scaled to keep the output's scale).
 
-    Each adaptation is logged: by an mmengine module (the backbone, which has ``init_cfg``) into mmengine's current
-    logger (a Runner's log), by a timm classifier into this module's ``logging`` logger, as timm logs its own. A
-    weight timm cannot adapt (a file of other than 3 channels into another count) is
-    left as it is, for the strict check to name. Modifies and returns ``state_dict`` (a filter's result, e.g. a
-    :class:`~inline_backbones.checkpoints.loading.FilteredStateDict`, keeps its type).
+    Each adaptation is logged: by the backbone (which has ``init_cfg``) into
+    :func:`~inline_backbones.frameworks.logger` (under OpenMMLab mmengine's current logger, a Runner's log), by a timm
+    classifier into this module's ``logging`` logger, as timm logs its own. A weight timm cannot adapt (a file of
+    other than 3 channels into another count) is left as it is, for the strict check to name. Modifies and returns
+    ``state_dict`` (a filter's result, e.g. a :class:`~inline_backbones.checkpoints.loading.FilteredStateDict`, keeps
+    its type).
     """
     own = model.state_dict()
-    logger = MMLogger.get_current_instance() if hasattr(model, 'init_cfg') else _logger
+    logger = frameworks.logger() if hasattr(model, 'init_cfg') else _logger
     for key in first_conv_weights(model):
         weight, target = state_dict.get(key), own.get(key)
         if weight is None or target is None or weight.dim() != 4 or weight.shape == target.shape:

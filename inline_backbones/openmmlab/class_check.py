@@ -44,16 +44,12 @@ from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 
 from ..registry import HOOKS
+from .errors import ClassMismatchError  # noqa: F401  (raised here; importable from here too)
 
 TOOL = 'tools/misc/finetune_config.py'
 # The modules with a num_classes that are not the detector's class heads: RPN heads (object or not), the
 # backbone (mmcv's VGG has one), HTC's semantic head (stuff classes); mmdet's NumClassCheckHook skips them too.
 NOT_CLASS_HEADS = ('backbone', 'rpn_head', 'semantic_head')
-
-
-class ClassMismatchError(ValueError):
-    """The classes of a run disagree (the message lists each list, what it has extra and what it misses, and the
-    fix)."""
 
 
 def coco_categories(ann_file, backend_args=None):

@@ -97,6 +97,13 @@ def syncbn_to_bn_options(model_cfg, prefix='model'):
     return []
 
 
+def dict_action(option_strings, dest, nargs='+'):
+    """mmengine's ``DictAction`` for ``--cfg-options`` (:class:`inline_backbones.cli.ConfigOptions` delegates to it)."""
+    from mmengine.config import DictAction
+
+    return DictAction(option_strings, dest, nargs=nargs)
+
+
 def _user_cfg_options(argv):
     """The ``--cfg-options`` the user passed, parsed as the task tools parse them."""
     from mmengine.config import DictAction

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from ..models.upstream_args import PVT_ARGS, SWIN_ARGS, Arch, Fixed, translate
 from . import recipe_optimizer
 from .config_code import as_code, plain
+from .errors import RecipeError  # noqa: F401  (raised here; importable from here too)
 
 # The upstream backbone type -> (InLine backbone class name, the family's argument table, family name).
 BACKBONES = {'SwinTransformer': ('InLineSwinTransformer', SWIN_ARGS, 'InLine-Swin'),
@@ -50,10 +51,6 @@ INSTALLED_CONFIGS = osp.join('.mim', 'configs')
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))     # inline_backbones/openmmlab/ -> the repository
 SCOPES_BASE = osp.join(REPO, 'mmseg_configs', '_base_', 'openmmlab_scopes.py')
 COMMENT_WIDTH = 116          # the written config's comment lines (a URL longer than that stays whole)
-
-
-class RecipeError(ValueError):
-    """A recipe the tool cannot give an InLine backbone: the message says what and why."""
 
 
 @dataclass

@@ -3,4 +3,4 @@
 # mmseg's own tools/train.py): on the maintained fork mmengine looks `mmseg::` up as the distribution
 # `mmsegmentation`, which the fork names `onedl-mmsegmentation` (inline_backbones/openmmlab/config_scopes.py says more).
 # It defines no config key; the call form keeps mmengine reading this file as a plain (not lazy-import) config.
-__import__('inline_backbones.openmmlab.config_scopes').config_scopes.resolve()
+__import__('inline_backbones.openmmlab.config_scopes').openmmlab.config_scopes.resolve()

@@ -16,7 +16,7 @@ import os.path as osp
 import sys
 import time
 
-from inline_backbones.analysis.inputs import build_backbone, config_resize
+from inline_backbones.analysis.inputs import build_backbone
 from inline_backbones.analysis.layer import AnalysisSettings
 from inline_backbones.analysis.run import analyze_attention
 from inline_backbones.cli import exit_on_user_error, run_tool
@@ -69,10 +69,14 @@ def main(argv=None):
               'layer; give a released or trained checkpoint for a trained one)', file=sys.stderr)
     backbone, norm = build_backbone(args.config, args.arch, args.checkpoint, args.prefix,
                                     attn_type=args.attn_type, kernel_func=args.kernel_func)
-    resize = config_resize(args.config) if args.config and not args.size else None
+    resize = resize_args = None      # the config's test Resize: a function of the image, and its arguments
+    if args.config and not args.size:
+        from inline_backbones.openmmlab.analysis_config import config_resize, config_resize_args
+
+        resize, resize_args = config_resize(args.config), config_resize_args(args.config)
     settings = AnalysisSettings(args.num_queries, args.num_pairs, args.seed, args.linear_kernel, args.chunk)
     meta = dict(model=args.config or args.arch, checkpoint=args.checkpoint or 'random weights',
-                attn_type=backbone.attn_type, size=args.size, resize=resize)
+                attn_type=backbone.attn_type, size=args.size, resize=resize_args)
     start = time.perf_counter()
     data = analyze_attention(backbone, args.images, settings, args.out_dir, norm, args.size, resize, args.points,
                              args.num_points, args.map_layers, meta)

@@ -5,13 +5,14 @@ post-processing included), checked against mmseg's / mmdet's inference: ``--whol
 
     python tools/deployment/export_onnx.py MODEL [--checkpoint FILE] [--shape H W] [--exporter dynamo|torchscript]
         [--dynamic MIN_H MIN_W MAX_H MAX_W] [--out FILE] [--cfg-options KEY=VALUE ...] [--backbone-only]
-        [--repeats 5]
+        [--features] [--repeats 5]
 
 ``MODEL`` is an mmdet/mmseg config of this repo (exported: ``extract_feat``, the backbone and neck, whose
 outputs are the neck's maps, or with ``--backbone-only`` the backbone's stage maps; ``--checkpoint`` a
 whole-model checkpoint; the backbone's pretrained ``init_cfg`` is not loaded) or a timm model name such
-as ``inline_swin_tiny`` (exported: the logits; ``--checkpoint`` a released or timm-format file). Random weights
-without ``--checkpoint``.
+as ``inline_swin_tiny`` (exported: the logits; ``--checkpoint`` a released or timm-format file; with ``--features``
+timm's ``features_only`` extractor, its stage maps). Random weights without ``--checkpoint``. A timm name needs no
+OpenMMLab line (torch, timm, onnx, onnxscript and onnxruntime).
 
 ``--exporter dynamo`` (torch's default exporter) or ``torchscript`` (fixed size only); ``--dynamic``
 (dynamo only) makes H and W symbolic multiples of 32 within the range, and the file is checked at both
@@ -30,9 +31,8 @@ import sys
 import time
 
 import torch
-from mmengine.config import DictAction
 
-from inline_backbones.cli import exit_on_user_error, run_tool
+from inline_backbones.cli import ConfigOptions, exit_on_user_error, run_tool
 from inline_backbones.data.tool_inputs import check_checkpoint, check_config
 from inline_backbones.deployment.onnx_export import (
     EXPORTERS,
@@ -45,11 +45,12 @@ from inline_backbones.deployment.onnx_export import (
     run_onnx,
     session_spins,
 )
-from inline_backbones.openmmlab.task_tools import read_config
 
 
-def build_model(name, checkpoint=None, cfg_options=None, backbone_only=False, shape=None, dynamic=False):
-    """(eval-mode module, description) for a config path or a timm model name. A timm model built for one input size
+def build_model(name, checkpoint=None, cfg_options=None, backbone_only=False, shape=None, dynamic=False,
+                features=False):
+    """(eval-mode module, description) for a config path or a timm model name (with ``features``: timm's
+    ``features_only`` feature extractor, its stage maps; else the logits). A timm model built for one input size
     (``fixed_input_size`` in its pretrained cfg, as timm's ViT and InLine-DeiT) is built for ``shape`` (H, W), and
     with ``dynamic`` also takes the other sizes (``dynamic_img_size=True``: its position embedding resampled to each
     grid); the other models take any size as they are."""
@@ -57,7 +58,7 @@ def build_model(name, checkpoint=None, cfg_options=None, backbone_only=False, sh
         from mmengine.registry import init_default_scope
         from mmengine.runner import load_checkpoint
 
-        from inline_backbones.openmmlab.task_tools import task_of
+        from inline_backbones.openmmlab.task_tools import read_config, task_of
 
         cfg = read_config(name)
         if cfg_options:
@@ -86,6 +87,9 @@ def build_model(name, checkpoint=None, cfg_options=None, backbone_only=False, sh
         return ExtractFeat(model).eval(), f'{osp.basename(name)} extract_feat (backbone + neck)'
     if cfg_options or backbone_only:
         raise SystemExit('--cfg-options and --backbone-only apply to configs, not to timm models')
+    if features and checkpoint:
+        raise SystemExit('--features exports a feature extractor of random weights; a --checkpoint goes with the '
+                         'logits (without --features)')
     import timm
 
     import inline_backbones  # noqa: F401  (registers the inline_swin_* models with timm)
@@ -93,6 +97,8 @@ def build_model(name, checkpoint=None, cfg_options=None, backbone_only=False, sh
     fixed = getattr(timm.models.get_pretrained_cfg(name.partition('.')[0]), 'fixed_input_size', False)
     if fixed and shape is not None:
         kwargs.update(img_size=tuple(shape), **(dict(dynamic_img_size=True) if dynamic else {}))
+    if features:
+        return timm.create_model(name, features_only=True, **kwargs).eval(), f'timm {name} features_only maps'
     return timm.create_model(name, **kwargs).eval(), f'timm {name} logits'
 
 
@@ -131,8 +137,10 @@ def main(argv=None):
     parser.add_argument('--dynamic', type=int, nargs=4, metavar=('MIN_H', 'MIN_W', 'MAX_H', 'MAX_W'),
                         help='symbolic H and W (multiples of 32) within this range (dynamo only)')
     parser.add_argument('--out', help='ONNX file (default: <model name>_<exporter>.onnx)')
-    parser.add_argument('--cfg-options', nargs='+', action=DictAction, help='config overrides, key=value')
+    parser.add_argument('--cfg-options', action=ConfigOptions, help='config overrides, key=value')
     parser.add_argument('--backbone-only', action='store_true', help="configs: the backbone, without the neck")
+    parser.add_argument('--features', action='store_true',
+                        help="timm names: the feature extractor (features_only: the stage maps), not the logits")
     parser.add_argument('--repeats', type=int, default=5,
                         help='timed rounds, one forward of each runtime per round (0: no timing)')
     parser.add_argument('--tolerance', type=float, default=1e-5, help='largest relative error accepted')
@@ -151,8 +159,10 @@ def main(argv=None):
         if args.checkpoint:
             check_checkpoint(args.checkpoint)
 
+    if args.features and args.model.endswith('.py'):
+        parser.error('--features applies to timm names (a config exports the backbone and neck, or --backbone-only)')
     model, what = build_model(args.model, args.checkpoint, args.cfg_options, args.backbone_only, args.shape,
-                              dynamic is not None)
+                              dynamic is not None, args.features)
     torch.manual_seed(0)
     x = torch.randn(1, 3, *args.shape)
     try:   # the model's own input checks (size, channels) in one line, before any exporter runs

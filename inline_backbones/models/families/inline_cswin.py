@@ -28,7 +28,6 @@ import torch
 from timm.models import register_model
 from torch import nn
 
-from ...registry import MODELS
 from ..backbone import Backbone
 from ..classifier import Classifier, create_classifier, released_default_cfgs
 from ..stages import Stage
@@ -91,7 +90,6 @@ CSWIN = Family(
     pretrained_cfg=dict(crop_mode='squash', first_conv='patch_embed.proj'))
 
 
-@MODELS.register_module()
 class InLineCSwinTransformer(Backbone, family=CSWIN):
     """InLine-CSwin Transformer (Han et al., "Bridging the Divide: Reconsidering Softmax and Linear Attention",
     NeurIPS 2024; CSWin: Dong et al., CVPR 2022) as a dense-prediction backbone.

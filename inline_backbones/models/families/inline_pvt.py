@@ -22,7 +22,6 @@ import torch
 import torch.nn.functional as F
 from timm.models import register_model
 
-from ...registry import MODELS
 from ..backbone import Backbone
 from ..classifier import Classifier, create_classifier, released_default_cfgs
 from ..errors import ModelArgumentError
@@ -96,7 +95,6 @@ PVT = Family(
     pretrained_cfg=dict(crop_mode='squash', first_conv='layers.0.embed.proj'))
 
 
-@MODELS.register_module()
 class InLinePVT(Backbone, family=PVT):
     """InLine-PVT (Han et al., "Bridging the Divide: Reconsidering Softmax and Linear Attention", NeurIPS
     2024), and PVT v1 (Wang et al., ICCV 2021), as dense-prediction backbones.

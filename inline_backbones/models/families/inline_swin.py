@@ -38,7 +38,6 @@ import torch
 from timm.models import register_model
 from torch import nn
 
-from ...registry import MODELS
 from ..backbone import Backbone
 from ..classifier import Classifier, create_classifier, released_default_cfgs
 from ..errors import ModelArgumentError
@@ -124,7 +123,6 @@ SWIN = Family(
     pretrained_cfg=dict(crop_mode='center', first_conv='patch_embed.proj'))
 
 
-@MODELS.register_module()
 class InLineSwinTransformer(Backbone, family=SWIN):
     """InLine-Swin Transformer (Han et al., "Bridging the Divide: Reconsidering Softmax and Linear
     Attention", NeurIPS 2024) as a dense-prediction backbone.
