@@ -155,20 +155,20 @@ def test_transformers_route(tmp_path):
         import torch
         from transformers import TimmBackboneConfig, UperNetConfig, UperNetForSemanticSegmentation
         import inline_backbones
-        from inline_backbones.hf import load_released_backbone
+        from inline_backbones.hf import inline_backbones_in, load_released_backbone
 
         released = timm.create_model('inline_pvt_tiny')
         torch.save({'model': released.state_dict(), 'epoch': 299}, 'released.pth')
         backbone = TimmBackboneConfig(backbone='inline_pvt_tiny', out_indices=[0, 1, 2, 3])
-        config = UperNetConfig(backbone_config=backbone, hidden_size=32, auxiliary_in_channels=32, num_labels=3)
+        config = UperNetConfig(backbone_config=backbone, hidden_size=32, use_auxiliary_head=False, num_labels=3)
         model = UperNetForSemanticSegmentation(config)
         assert list(load_released_backbone(model, 'released.pth').values()) == ['released.pth']
-        ours = model.backbone._backbone.state_dict()
-        assert all(torch.equal(v, released.state_dict()[k]) for k, v in ours.items())
+        [ours] = inline_backbones_in(model).values()
+        assert all(torch.equal(v, released.state_dict()[k]) for k, v in ours.state_dict().items())
         model.train()
-        out = model(pixel_values=torch.randn(1, 3, 64, 64), labels=torch.randint(0, 3, (1, 64, 64)))
+        out = model(pixel_values=torch.randn(2, 3, 128, 128), labels=torch.randint(0, 3, (2, 128, 128)))
         out.loss.backward()
-        assert torch.isfinite(out.loss) and out.logits.shape == (1, 3, 64, 64)
+        assert torch.isfinite(out.loss) and out.logits.shape == (2, 3, 128, 128)
         print('transformers route ok')
     ''', tmp_path)
     assert 'transformers route ok' in out

@@ -3,6 +3,7 @@ import argparse
 
 import torch
 
+from ..frameworks import EXTRAS_HINT, openmmlab_installed
 from .names import FAMILIES, GRAMMAR, TASK_CONFIGS, OtherLibraryName, padding_aware_twin, parse
 
 SIZES = ['512x512', '800x1333', '1024x1024', '1536x1536', '2048x2048']
@@ -158,6 +159,10 @@ def build_parser():
 def refusal(name, args):
     """Why the command line ``args`` (its ``task``) cannot time the model ``name``, naming what it can; None if it
     can."""
+    if not openmmlab_installed() and (args.task != 'backbone' or name.library in ('mmdet', 'mmseg')):
+        what = f'--task {args.task}' if args.task != 'backbone' else f'{str(name)!r}'
+        return (f'{what} needs an OpenMMLab line, and none is installed: {EXTRAS_HINT}; without one, time this '
+                'package\'s backbones and timm:* names')
     if args.task != 'backbone':
         configs = TASK_CONFIGS[args.task]
         if str(name) not in configs:
@@ -243,7 +248,13 @@ def parse_args(argv=None):
                      'drop --task (or --padding-aware); the configs choose the mode themselves')
     if not args.window_sizes:
         default = DEFAULT_MODELS if args.task == 'backbone' else list(TASK_CONFIGS[args.task])
+        if args.task == 'backbone' and not openmmlab_installed():   # mmdet's Swin needs a line: timm's in its place
+            default = [m for m in default if not m.startswith(('mmdet:', 'mmseg:'))] + ['timm:swin-t']
         args.models = _names(parser, '--models', args.models, args) or [parse(m) for m in default]
+    if args.flops and not args.train and not openmmlab_installed():
+        print('note: no FLOPs, MACs/s or GEMM yardstick: they are counted by mmengine\'s FlopAnalyzer, and no '
+              'OpenMMLab line is installed (--no-flops says so without this note)', flush=True)
+        args.flops = False
     if args.padding_aware:
         args.models = list(dict.fromkeys(n for name in args.models for n in (name, padding_aware_twin(name)) if n))
     args.sizes = args.sizes or [parse_size(s) for s in (['224x224'] if args.window_sizes else SIZES)]

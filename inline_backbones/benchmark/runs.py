@@ -7,7 +7,6 @@ import sys
 
 import torch
 
-from ..analysis import flop_analyzer
 from ..models.mixers.inline.paths import force_path
 from . import memory, timing
 from .names import build_backbone, build_task_model
@@ -96,6 +95,8 @@ def gemm_call(dtype, device, n=None):
 
 def count_macs(run, size):
     """Multiply-adds of one forward of ``run``'s model on one image of ``size``."""
+    from ..analysis.flops import flop_analyzer   # mmengine's FlopAnalyzer: imported where FLOPs are counted
+
     x = torch.randn(1, 3, *size, device=run.device, dtype=run.input_dtype)
     with torch.no_grad():
         return flop_analyzer(run.model, (x,)).total()
