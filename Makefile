@@ -14,7 +14,12 @@ PYTEST_ARGS ?=
 MUTATION_JOBS ?= $(shell nproc)
 MUTANTS ?=
 
-.PHONY: setup demo fullsize-demo test lint mutation
+# The environment without OpenMMLab (the timm / transformers route of docs/installation.md): its venv and the
+# suite's tests that do not touch OpenMMLab there (the others are skipped or not collected, with the reason).
+CORE_VENV ?= .venv-core
+CORE_VENV_ABS := $(abspath $(CORE_VENV))
+
+.PHONY: setup demo fullsize-demo test lint mutation setup-core test-core
 
 setup:
 	STACK=$(STACK) VENV=$(VENV_ABS) bash tools/setup/setup_env.sh
@@ -27,6 +32,12 @@ fullsize-demo: setup
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+setup-core:
+	VENV=$(CORE_VENV_ABS) bash tools/setup/setup_core_env.sh
+
+test-core: setup-core
+	$(CORE_VENV_ABS)/bin/python -m pytest $(PYTEST_ARGS)
 
 # ruff over the whole tree (configuration in pyproject.toml [tool.ruff]); CI runs it before the tests.
 lint: setup

@@ -1,6 +1,7 @@
 """The suite's hooks and fixtures (pytest reads this file; test modules do not import it: what they share as code is
 in the helper modules beside it, e.g. ``helpers.py``, ``reference_attention.py``, ``padding_cases.py``)."""
 import http.server
+import importlib.util
 import os
 import socket
 import sys
@@ -10,11 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from openmmlab_marker import source_touches_openmmlab, touches_openmmlab
+from openmmlab_marker import cannot_import_without_openmmlab, item_touches_openmmlab
 
-from inline_backbones.frameworks import openmmlab_installed
-
-OPENMMLAB_INSTALLED = openmmlab_installed()
+# As inline_backbones.frameworks.openmmlab_installed() decides; not imported from there: importing the package
+# imports timm, which imports Triton, and TRITON_INTERPRET below must be set before Triton is imported.
+OPENMMLAB_INSTALLED = importlib.util.find_spec('mmengine') is not None
 NO_LINE = 'no OpenMMLab line is installed (a timm/transformers environment): the test touches OpenMMLab'
 _left_out = []
 MAX_REQUESTS = 8      # per test server (``serve``): every test makes fewer
@@ -27,12 +28,12 @@ if not torch.cuda.is_available():   # the Triton kernels run on the CPU under Tr
 
 
 def pytest_ignore_collect(collection_path, config):
-    """Without an OpenMMLab line, the test modules whose source (or a tests/ helper it imports) imports one are not
-    collected (they could not be imported); the header says how many."""
+    """Without an OpenMMLab line, the test modules that cannot be imported without one are not collected; the summary
+    lists them."""
     path = Path(collection_path)
     if OPENMMLAB_INSTALLED or path.suffix != '.py' or not path.name.startswith('test_'):
         return None
-    if source_touches_openmmlab(path):
+    if cannot_import_without_openmmlab(path.resolve()):
         _left_out.append(path.name)
         return True
     return None
@@ -52,17 +53,13 @@ def pytest_terminal_summary(terminalreporter):
 
 
 def pytest_collection_modifyitems(items):
-    """Marks ``openmmlab`` every test of a module that touches OpenMMLab (the rule: openmmlab_marker.py); without a
-    line installed, those tests are skipped."""
-    marked = {}
+    """Marks ``openmmlab`` every test that touches OpenMMLab (the rule: openmmlab_marker.py); without a line
+    installed, those tests are skipped."""
     skip = pytest.mark.skip(reason=NO_LINE)
     for item in items:
-        module = getattr(item, 'module', None)
-        if module is None:
+        if getattr(item, 'module', None) is None:
             continue
-        if module not in marked:
-            marked[module] = touches_openmmlab(module)
-        if marked[module]:
+        if item_touches_openmmlab(item):
             item.add_marker(pytest.mark.openmmlab)
             if not OPENMMLAB_INSTALLED:
                 item.add_marker(skip)

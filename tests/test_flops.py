@@ -4,7 +4,7 @@ import torch
 from torch import nn
 
 from inline_backbones import InLineAttention, WindowAttention
-from inline_backbones.analysis import flop_analyzer
+from inline_backbones.analysis.flops import flop_analyzer
 from inline_backbones.models.tokens.token_map import TokenMap
 
 

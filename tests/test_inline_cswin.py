@@ -71,7 +71,7 @@ def test_released_keys_shapes_and_parameters_are_the_authors(arch):
 @pytest.mark.slow
 @pytest.mark.parametrize('arch', ['tiny', 'small', 'base'])
 def test_flops_at_224_are_the_authors_table(arch):
-    from inline_backbones.analysis import flop_analyzer
+    from inline_backbones.analysis.flops import flop_analyzer
 
     model = InLineCSwinClassifier(arch=arch).eval()
     with torch.no_grad():

@@ -16,7 +16,6 @@ from timm.layers import resample_abs_pos_embed
 from timm.models import adapt_input_conv
 
 from inline_backbones import CheckpointMismatchError, InLineDeiTClassifier
-from inline_backbones.analysis import flop_analyzer
 from inline_backbones.checkpoints.loading import load_checkpoint_file
 from inline_backbones.checkpoints.released import PAPER_FIGURES, arch_checkpoints
 from inline_backbones.models.classifier import checkpoint_filter_fn
@@ -113,6 +112,8 @@ def test_state_dict_is_the_released_key_and_shape_list_and_params(arch):
                                                                                       marks=pytest.mark.slow)])
 def test_flops_at_the_released_size_are_the_authors(arch, gflops):
     """mmengine's analysis with InLine's handles (1.11 / 4.98 / 17.20 GMACs; the authors' table 1.1 / 5.0 / 17.2G)."""
+    from inline_backbones.analysis.flops import flop_analyzer  # mmengine's FlopAnalyzer
+
     model = timm.create_model(f'inline_deit_{arch}').eval()
     size = SIZES[arch]
     with torch.no_grad():

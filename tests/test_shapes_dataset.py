@@ -7,9 +7,11 @@ import os
 import cv2
 import numpy as np
 import pytest
-from pycocotools.coco import COCO
 
 from inline_backbones.data.shapes import CLASSES, generate_shapes_dataset, write_images
+
+# pycocotools (a dependency of the OpenMMLab set-up, absent without it) reads the files back.
+COCO = pytest.importorskip('pycocotools.coco').COCO
 
 
 def _files(root):

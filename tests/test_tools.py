@@ -10,7 +10,7 @@ import pytest
 import torch
 from tool_modules import load_tool
 
-from inline_backbones.analysis import flop_analyzer
+from inline_backbones.analysis.flops import flop_analyzer
 from inline_backbones.openmmlab.task_tools import build_task_model
 
 pytestmark = pytest.mark.slow

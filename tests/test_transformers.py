@@ -13,6 +13,7 @@ transformers = pytest.importorskip(
 import json  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+import timm  # noqa: E402
 import torch  # noqa: E402
 from cswin_fixtures import CSWIN_DIR  # noqa: E402
 from flatten_fixtures import FLATTEN_DIR  # noqa: E402
@@ -39,7 +40,7 @@ from transformers import (  # noqa: E402
 from inline_backbones import InLineCSwinTransformer, InLinePVT, InLineSwinTransformer  # noqa: E402
 from inline_backbones.checkpoints.loading import CheckpointMismatchError  # noqa: E402
 from inline_backbones.checkpoints.released import arch_checkpoints  # noqa: E402
-from inline_backbones.hf import inline_backbones_in, load_released_backbone, weights  # noqa: E402
+from inline_backbones.hf import inline_backbones_in, load_released_backbone, set_drop_path_rate, weights  # noqa: E402
 from inline_backbones.models.errors import ModelArgumentError  # noqa: E402
 
 # timm name -> (our mmdet/mmseg backbone, its arch, the fixture folder with the released tiny file's keys and shapes)
@@ -327,3 +328,36 @@ def test_the_docs_page_runs_as_written(tmp_path, monkeypatch):
     for block in blocks:
         exec(compile('\n'.join(block), 'docs/transformers.md', 'exec'), namespace)
     assert served == ['inline_swin_tiny', 'inline_pvt_tiny', 'inline_cswin_tiny']
+
+
+def test_drop_path_rate_of_a_recipe_is_in_effect_in_a_training_step():
+    """``TimmBackboneConfig`` cannot carry ``drop_path_rate``: :func:`set_drop_path_rate` sets the recipe's 0.3 on the
+    built model as ``timm.create_model(..., drop_path_rate=0.3)`` would (each block's rate equal), and a training
+    step drops whole samples' branches at that rate (the last block, rate 0.3: 32 branch outputs, each zero for a
+    dropped sample); rate 0 drops none and leaves the blocks plain."""
+    torch.manual_seed(0)
+    config = UperNetConfig(backbone_config=backbone_config('inline_pvt_tiny', (0, 1, 2, 3)), hidden_size=32,
+                           use_auxiliary_head=False, num_labels=2)
+    model = UperNetForSemanticSegmentation(config)
+    backbone = the_backbone(model)
+    with pytest.raises(ModelArgumentError, match=r'drop_path_rate must be in \[0, 1\), got 1.5'):
+        set_drop_path_rate(model, 1.5)
+    [(path, rates)] = set_drop_path_rate(model, 0.3).items()
+    built = timm.create_model('inline_pvt_tiny', drop_path_rate=0.3)
+    blocks = [b for stage in backbone.layers for b in stage.blocks]
+    assert [b.drop_path.drop_prob if isinstance(b.drop_path, DropPath) else 0. for b in blocks] == pytest.approx(
+        [b.drop_path.drop_prob if isinstance(b.drop_path, DropPath) else 0.
+         for stage in built.layers for b in stage.blocks]) == rates
+    assert rates[0] == 0 and rates[-1] == pytest.approx(0.3) and backbone.drop_path_rate == 0.3
+
+    zeroed = []
+    hook = blocks[-1].drop_path.register_forward_hook(
+        lambda module, args, out: zeroed.extend((out.flatten(1) == 0).all(1).tolist()))
+    model.train()
+    out = model(pixel_values=torch.randn(16, 3, 32, 32), labels=torch.randint(0, 2, (16, 32, 32)))
+    out.loss.backward()
+    assert len(zeroed) == 32 and 0.1 <= sum(zeroed) / 32 <= 0.5, sum(zeroed)    # about 0.3 of 32 branches
+    zeroed.clear()
+    set_drop_path_rate(model, 0.)
+    hook.remove()
+    assert not any(isinstance(m, DropPath) for m in backbone.modules())

@@ -95,7 +95,7 @@ def gemm_call(dtype, device, n=None):
 
 def count_macs(run, size):
     """Multiply-adds of one forward of ``run``'s model on one image of ``size``."""
-    from ..analysis.flops import flop_analyzer   # mmengine's FlopAnalyzer: imported where FLOPs are counted
+    from ..analysis.flops import flop_analyzer  # mmengine's FlopAnalyzer: imported where FLOPs are counted
 
     x = torch.randn(1, 3, *size, device=run.device, dtype=run.input_dtype)
     with torch.no_grad():

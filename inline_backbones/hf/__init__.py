@@ -5,9 +5,11 @@ transformers builds a timm backbone by name: ``TimmBackboneConfig(backbone='inli
 ``timm.create_model(name, features_only=True, out_indices=...)`` of the classifiers this package registers with timm
 (``import inline_backbones`` first), randomly initialised: transformers 5 no longer hands ``pretrained`` to a backbone
 built from its parent's config. :func:`load_released_backbone` puts the authors' released ImageNet-1k weights into
-it. Nothing here patches transformers; everything else (training, ``save_pretrained`` / ``from_pretrained``) is
+it, and :func:`set_drop_path_rate` the recipes' stochastic depth, which ``TimmBackboneConfig`` cannot carry. Nothing
+here patches transformers; everything else (training, ``save_pretrained`` / ``from_pretrained``) is
 transformers' own. docs/transformers.md says what differs from the OpenMMLab models.
 """
+from .options import set_drop_path_rate
 from .weights import inline_backbones_in, load_released_backbone
 
-__all__ = ['inline_backbones_in', 'load_released_backbone']
+__all__ = ['inline_backbones_in', 'load_released_backbone', 'set_drop_path_rate']

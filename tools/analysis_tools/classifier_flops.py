@@ -20,7 +20,7 @@ import timm
 import torch
 
 import inline_backbones  # noqa: F401 - registers the inline_{swin,pvt,cswin,deit}_* models with timm
-from inline_backbones.analysis import flop_analyzer
+from inline_backbones.analysis.flops import flop_analyzer
 
 # InLine paper / LeapLabTHU/InLine README: params, FLOPs at the released input size (224; DeiT-S 288, DeiT-B 448).
 PAPER = {'inline_swin_tiny': (30e6, 4.5e9), 'inline_swin_small': (50e6, 8.7e9), 'inline_swin_base': (88e6, 15.4e9),

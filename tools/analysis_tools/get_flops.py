@@ -14,7 +14,7 @@ from functools import partial
 
 import torch
 
-from inline_backbones.analysis import flop_analyzer
+from inline_backbones.analysis.flops import flop_analyzer
 from inline_backbones.cli import run_tool
 from inline_backbones.openmmlab.task_tools import build_task_model
 
