@@ -12,6 +12,7 @@ start=$SECONDS
   --out "$work/mini.onnx" --check-sizes 96x128
 python3.11 -m venv "$work/serve"
 (cd "$work" && "$work/serve/bin/python" -m pip install -q "$OLDPWD/runtime")      # the documented command
+echo "[serving] installed in the serving venv:"; "$work/serve/bin/python" -m pip list --format=freeze | sed 's/^/  /'
 "$work/serve/bin/python" - <<'PY'
 import importlib.util
 present = [m for m in ('torch', 'timm', 'torchvision', 'mmengine', 'mmcv', 'mmdet', 'mmseg', 'inline_backbones')
