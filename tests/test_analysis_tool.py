@@ -103,4 +103,4 @@ def test_images_are_resized_as_mmcv_resizes(tmp_path):
     assert tensor.shape == (1, 3, 20, 30)
     rgb, tensor = load_image(path, IMAGENET_NORM, resize=config_resize(DET_CONFIG))
     assert np.array_equal(rgb, mmcv.bgr2rgb(mmcv.imrescale(mmcv.imread(path), (256, 256))))
-    assert tensor.shape[2:] == rgb.shape[:2] == (181, 256)
+    assert tensor.shape[2:] == rgb.shape[:2] == (179, 256)   # 37 x 53 scaled by 256 / 53
