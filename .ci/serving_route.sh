@@ -11,15 +11,18 @@ start=$SECONDS
 .venv/bin/python tools/deployment/export_onnx.py mmseg_configs/inline-swin-mini_upernet_shapes-256x256.py --whole \
   --out "$work/mini.onnx" --check-sizes 96x128
 python3.11 -m venv "$work/serve"
-(cd "$work" && "$work/serve/bin/python" -m pip install -q "$OLDPWD/runtime")      # the documented command
+runtime="$PWD/runtime"
+cd "$work"            # from here on nothing of the clone is on the path: only what the install put in the venv
+"$work/serve/bin/python" -m pip install -q "$runtime"     # the documented command, `pip install ./runtime`
 echo "[serving] installed in the serving venv:"; "$work/serve/bin/python" -m pip list --format=freeze | sed 's/^/  /'
-"$work/serve/bin/python" - <<'PY'
+"$work/serve/bin/python" - <<PY
 import importlib.util
 present = [m for m in ('torch', 'timm', 'torchvision', 'mmengine', 'mmcv', 'mmdet', 'mmseg', 'inline_backbones')
            if importlib.util.find_spec(m) is not None]
 assert not present, f'the serving install pulled {present}'
-import inline_runtime  # noqa: F401
-print('[serving] inline_runtime installed without torch, timm or OpenMMLab')
+import inline_runtime
+assert inline_runtime.__file__.startswith('$work/serve/'), inline_runtime.__file__
+print('[serving] inline_runtime installed without torch, timm or OpenMMLab:', inline_runtime.__file__)
 PY
 "$work/serve/bin/python" -c "import cv2, numpy as np; cv2.imwrite('$work/street.png', \
 np.random.default_rng(0).integers(0, 256, (120, 160, 3), dtype=np.uint8))"
