@@ -10,10 +10,10 @@ trap 'rm -rf "$work"' EXIT
 start=$SECONDS
 .venv/bin/python tools/deployment/export_onnx.py mmseg_configs/inline-swin-mini_upernet_shapes-256x256.py --whole \
   --out "$work/mini.onnx" --check-sizes 96x128
-python3.11 -m venv "$work/serve"
-runtime="$PWD/runtime"
+"${PYTHON:-python3.11}" -m venv "$work/serve"
+cp -rL runtime "$work/runtime"   # a copy (the link followed): no build output of an earlier install in the clone is reused
 cd "$work"            # from here on nothing of the clone is on the path: only what the install put in the venv
-"$work/serve/bin/python" -m pip install -q "$runtime"     # the documented command, `pip install ./runtime`
+"$work/serve/bin/python" -m pip install -q ./runtime      # the documented command
 echo "[serving] installed in the serving venv:"; "$work/serve/bin/python" -m pip list --format=freeze | sed 's/^/  /'
 "$work/serve/bin/python" - <<PY
 import importlib.util

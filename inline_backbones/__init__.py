@@ -50,8 +50,8 @@ def __getattr__(name):
 
 __version__ = '0.1.0'
 __all__ = ['CheckpointMismatchError', 'InLineAttention', 'InLineCSwinClassifier', 'InLineCSwinTransformer',
-           'InLineDeiTClassifier',
-           'InLinePVT', 'InLinePVTClassifier', 'InLineSwinClassifier',
-           'InLineSwinTransformer', 'MODELS', 'OpenMMLabNotInstalled', 'WindowAttention',
-           'allow_mmengine_checkpoints', 'load_pretrained', 'openmmlab_installed', 'parse_attn_layout',
+           'InLineDeiTClassifier', 'InLinePVT', 'InLinePVTClassifier', 'InLineSwinClassifier', 'InLineSwinTransformer',
+           'OpenMMLabNotInstalled', 'WindowAttention', 'load_pretrained', 'openmmlab_installed', 'parse_attn_layout',
            'require_openmmlab']
+if openmmlab_installed():
+    __all__ += sorted(_OPENMMLAB_NAMES)

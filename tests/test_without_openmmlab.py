@@ -19,6 +19,7 @@ from released_fixtures import checkpoint_path, mini_arch
 
 import inline_backbones
 from inline_backbones import frameworks
+from inline_backbones.checkpoints.loading import load_checkpoint_file
 from inline_backbones.cli import ConfigOptions, user_message
 from inline_backbones.frameworks import OPENMMLAB_MODULES, OpenMMLabNotInstalled
 
@@ -93,6 +94,17 @@ def test_cfg_options_of_a_tool_need_a_line_in_one_line(no_line):
     with pytest.raises(OpenMMLabNotInstalled) as err:
         parser.parse_args(['--cfg-options', 'model.backbone.drop_path_rate=0.3'])
     assert user_message(err.value).startswith('--cfg-options needs an OpenMMLab line, and none is installed')
+
+
+def test_an_mmengine_checkpoint_without_a_line_names_the_extras(no_line, tmp_path):
+    """A file that pickles mmengine's objects (a Runner checkpoint's message hub) cannot be read without mmengine: the
+    error says so and names the extras, not that the file is damaged."""
+    config_dict = pytest.importorskip('mmengine.config').ConfigDict    # an mmengine object the loader does not allow
+    path = tmp_path / 'runner.pth'
+    torch.save({'state_dict': {'w': torch.zeros(2)}, 'meta': config_dict(a=1)}, path)
+    with pytest.raises(OpenMMLabNotInstalled, match=r"runner\.pth' \(an mmengine Runner checkpoint.*needs an "
+                                                    r"OpenMMLab line.*\[official\].*\[onedl\]"):
+        load_checkpoint_file(str(path))
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@
   (:mod:`.rank`), over images and sizes (:mod:`.compare_run`), as tables (:mod:`.compare_report`) and figures
   (:mod:`.compare_plots`).
 """
-from ..frameworks import require_openmmlab
+from ..frameworks import openmmlab_installed, require_openmmlab
 from .layer import AnalysisSettings, analyze_layer
 from .rows import AffineRows, inline_rows, linear_rows
 
@@ -28,5 +28,6 @@ def __getattr__(name):
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
 
 
-__all__ = ['AffineRows', 'AnalysisSettings', 'analyze_layer', 'baddbmm_flop_jit', 'flop_analyzer', 'inline_rows',
-           'linear_rows', 'sdpa_flop_jit']
+__all__ = ['AffineRows', 'AnalysisSettings', 'analyze_layer', 'inline_rows', 'linear_rows']
+if openmmlab_installed():
+    __all__ += list(_FLOPS)

@@ -8,8 +8,12 @@ added here, with exact counts.
 """
 from math import prod
 
-from mmengine.analysis import FlopAnalyzer
-from mmengine.analysis.jit_handles import get_shape
+from ..frameworks import require_openmmlab
+
+require_openmmlab("inline_backbones.analysis.flops (mmengine's FlopAnalyzer)")
+
+from mmengine.analysis import FlopAnalyzer  # noqa: E402  (after the check: one line naming the extras without it)
+from mmengine.analysis.jit_handles import get_shape  # noqa: E402
 
 
 def sdpa_flop_jit(inputs, outputs):

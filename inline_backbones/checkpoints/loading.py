@@ -41,6 +41,7 @@ from collections import OrderedDict
 
 import torch
 
+from .. import frameworks
 from .archive import check_not_truncated
 
 _logger = logging.getLogger(__name__)
@@ -190,11 +191,15 @@ def _distributed():
 
 
 def _local_rank():
-    """This process's rank on its node: 0 outside a distributed run; else ``LOCAL_RANK``, which torchrun, mmengine's
-    launchers and Slurm's wrapper in mmengine set (the global rank where it is not set: a single node)."""
+    """This process's rank on its node: 0 outside a distributed run; else what the launcher says (torchrun's
+    ``LOCAL_RANK``, Open MPI's ``OMPI_COMM_WORLD_LOCAL_RANK``, Slurm's ``SLURM_LOCALID``), else the global rank (a
+    single node)."""
     if not _distributed():
         return 0
-    return int(os.environ.get('LOCAL_RANK', torch.distributed.get_rank()))
+    for variable in ('LOCAL_RANK', 'OMPI_COMM_WORLD_LOCAL_RANK', 'SLURM_LOCALID'):   # torchrun, Open MPI, Slurm
+        if variable in os.environ:
+            return int(os.environ[variable])
+    return torch.distributed.get_rank()
 
 
 def _check_digest(sha256, source):
@@ -250,6 +255,9 @@ def _torch_load(path, map_location='cpu'):
         try:
             return torch.load(path, map_location=map_location, weights_only=True)
         except Exception as err:  # noqa: BLE001 - re-raised with the file named
+            if 'mmengine.' in str(err) and not frameworks.openmmlab_installed():
+                frameworks.require_openmmlab(f'checkpoint {path!r} (an mmengine Runner checkpoint: its message_hub '
+                                             "holds mmengine's objects; or save its state_dict alone)")
             raise CheckpointLoadError(f'cannot load checkpoint {path!r} safely (weights_only=True): '
                                       f'{type(err).__name__}: {_safe_reason(err)} ({_SAFE_ADVICE})') from None
 

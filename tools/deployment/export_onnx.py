@@ -45,6 +45,7 @@ from inline_backbones.deployment.onnx_export import (
     run_onnx,
     session_spins,
 )
+from inline_backbones.frameworks import require_openmmlab
 
 
 def build_model(name, checkpoint=None, cfg_options=None, backbone_only=False, shape=None, dynamic=False,
@@ -126,6 +127,8 @@ def median_latencies(model, session, x, repeats, warmup=1, clock=time.perf_count
 
 def main(argv=None):
     if '--whole' in (sys.argv[1:] if argv is None else argv):   # the whole model: inline_backbones.deployment.tool
+        with exit_on_user_error('export_onnx'):
+            require_openmmlab('--whole (a trained mmdet/mmseg model, exported whole)')
         from inline_backbones.deployment.tool import main as export_whole_model
 
         return export_whole_model(sys.argv[1:] if argv is None else argv)
@@ -155,6 +158,7 @@ def main(argv=None):
     out = args.out or f'{osp.splitext(osp.basename(args.model))[0]}_{args.exporter}.onnx'
     with exit_on_user_error('export_onnx'):   # before any model is built: one line, status 1
         if args.model.endswith('.py'):
+            require_openmmlab(f'{args.model} (an mmdet/mmseg config; a timm name needs none)')
             check_config(args.model)
         if args.checkpoint:
             check_checkpoint(args.checkpoint)

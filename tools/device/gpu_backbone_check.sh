@@ -7,8 +7,8 @@
 #   OUT=/some/dir bash tools/device/gpu_backbone_check.sh   # on the GPU machine, from the repository root
 #   DRY_RUN=1 OUT=/tmp/plan bash tools/device/gpu_backbone_check.sh   # anywhere: print the commands, run nothing
 #
-# The GPU machine has torch, triton and timm but no mmengine, which the package imports: the carried wheels of
-# .gpu_wheels/ go into /tmp/site (PYTHONPATH). Through the device tool: carry [".gpu_wheels"], timeout_s 600.
+# The GPU machine has torch, triton and timm but no mmengine, which the benchmark's FLOP counts and the OpenMMLab
+# tests use (the package itself imports none): the carried wheels of .gpu_wheels/ go into /tmp/site (PYTHONPATH). Through the device tool: carry [".gpu_wheels"], timeout_s 600.
 # Files under $OUT: gpu.txt (GPU, driver, versions), gpu_tests.log, bench.log, and the runs merged by the benchmark's
 # --from-json: results.json (every row), results.csv, results.md (the tables of docs/benchmarks.md), latency_memory.png.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"   # strict mode, $OUT, $ROOT (the working folder), $WHEELS, $SITE
